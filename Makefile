@@ -1,0 +1,27 @@
+# netd's human entry points. `make run` and `make test` each set up the host first (idempotent).
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+ARGS   ?=
+PYTEST ?= -q
+
+.PHONY: setup run test bench lint clean
+
+setup:  ## install Debian packages, link kernel headers for bcc, build the virtualenv
+	@bash .ci/setup-host
+
+run: setup  ## run the daemon (emulated fabric when there is no RDMA NIC); ARGS="--listen 0.0.0.0:9469"
+	$(PY) -m netd run $(ARGS)
+
+test: setup  ## the whole suite (root-only tests run when you are root, as CI is)
+	$(PY) -m pytest $(PYTEST)
+
+bench: setup  ## benchmarks, printed as JSON
+	$(PY) -m netd bench collect --devices 8 --json
+
+lint: setup
+	$(VENV)/bin/ruff check netd cc tests
+	$(VENV)/bin/ruff format --check netd cc tests
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from netd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Counter sources. Each takes its root as an argument and returns frozen values from netd.model."""

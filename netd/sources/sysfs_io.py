@@ -1,0 +1,139 @@
+"""Reading sysfs-shaped files: one errno policy, and descriptors kept open.
+
+The errno policy (DESIGN §2) lives here and nowhere else:
+
+* ENOENT, ENODEV, ENXIO, EACCES, EPERM, EINVAL, EOPNOTSUPP, EIO-free "not
+  there" cases mean *absent*: the reader returns ``None``.
+* Anything else (EIO, ENOMEM, EBADF, ...) raises :class:`SourceError`.
+
+sysfs attributes support ``pread`` at offset 0, which makes the kernel
+regenerate the value; so a :class:`PreadCache` keeps one descriptor per file
+and re-reads it with a single syscall per tick instead of open/read/close
+(three syscalls plus a path walk). When a device disappears, its descriptors
+fail with ENODEV (real sysfs) or keep pointing at unlinked files (a fake tree
+rewritten by replacement), so callers drop them with :meth:`PreadCache.forget`
+when they see the device directory change identity.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from netd.errors import SourceError
+
+__all__ = ["ABSENT_ERRNOS", "PreadCache", "list_dir", "read_text", "stat_identity"]
+
+# Errors that mean "this value is not available here", not "something broke".
+# EINVAL: empty GID slots; EOPNOTSUPP: hw_counters a firmware cannot serve;
+# ENODEV/ENXIO: device went away between listdir and read.
+ABSENT_ERRNOS = frozenset(
+    {
+        errno.ENOENT,
+        errno.ENODEV,
+        errno.ENXIO,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EINVAL,
+        errno.EOPNOTSUPP,
+        errno.ENOTDIR,
+    }
+)
+
+_READ_SIZE = 4096  # every sysfs attribute fits in one page
+
+
+def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
+    if exc.errno in ABSENT_ERRNOS:
+        return None
+    raise SourceError(source, f"reading {path}: {exc.strerror or exc}") from exc
+
+
+def read_text(path: Path, source: str = "sysfs") -> str | None:
+    """The stripped text of a small file, or None when absent under the errno policy."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_READ_SIZE)
+    except OSError as exc:
+        return _absent_or_raise(source, path, exc)
+    return data.decode("utf-8", "replace").strip()
+
+
+def list_dir(path: Path, source: str = "sysfs") -> list[str]:
+    """Sorted entry names of a directory; [] when absent."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError as exc:
+        _absent_or_raise(source, path, exc)
+        return []
+
+
+def stat_identity(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of a path, following symlinks; None when it does not exist.
+
+    Used to notice that a device directory was removed and recreated (hot
+    unplug, driver reload, an emulator restart) so that cached descriptors
+    are reopened.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+class PreadCache:
+    """Open-once, pread-many access to a set of small files.
+
+    Not thread-safe: one cache belongs to one source, used by one loop.
+    """
+
+    def __init__(self, source: str = "sysfs") -> None:
+        self._source = source
+        self._fds: dict[str, int] = {}
+        self.opens = 0  # for tests and the benchmark: how many open() calls were made
+
+    def read(self, path: str) -> bytes | None:
+        """Raw bytes of ``path`` (one pread), or None when absent."""
+        fd = self._fds.get(path)
+        if fd is None:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                return _absent_or_raise(self._source, path, exc)
+            self.opens += 1
+            self._fds[path] = fd
+        try:
+            return os.pread(fd, _READ_SIZE, 0)
+        except OSError as exc:
+            # A descriptor that went bad (device gone) is dropped so the next
+            # tick reopens the path, which may by then exist again.
+            self._close(path)
+            return _absent_or_raise(self._source, path, exc)
+
+    def forget(self, prefix: str) -> None:
+        """Close every descriptor whose path starts with ``prefix``."""
+        for path in [p for p in self._fds if p.startswith(prefix)]:
+            self._close(path)
+
+    def close(self) -> None:
+        for path in list(self._fds):
+            self._close(path)
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+    def _close(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:  # best effort; the daemon calls close() explicitly
+        try:
+            self.close()
+        except Exception:
+            pass
