@@ -1,0 +1,224 @@
+"""ETHTOOL_GSTATS of netdevs, from the kernel (ioctl) or from ``ethtool -S`` text captures.
+
+mlx5 keeps its PFC/pause counters here (reference §3). The kernel hands out names and values in two
+calls (ETHTOOL_GSTRINGS, ETHTOOL_GSTATS) that pair up only by position, and the set is dynamic: toggling
+PFC on a priority adds or removes five names. pyroute2's ``IoctlEthtool.get_statistics()`` caches the
+names once and sends GSTATS with ``n_stats=0`` ("no check"), so after such a change it pairs values with
+the wrong names or lets the kernel write past its buffer. :class:`IoctlStatsReader` therefore checks the
+count on every read, sends GSTATS with ``n_stats`` set (kernels with 7b07be1ff1cb, Dec 2025, answer
+``n_stats=0`` instead of writing when it is stale) and re-reads the names on any mismatch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import fnmatch
+import os
+import socket
+import struct
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from netd.errors import EthtoolError, SourceError
+from netd.model import EthtoolSample
+from netd.sources.ethtool_read import (
+    ETH_GSTRING_LEN,
+    StatsRead,
+    StatsReader,
+    invalid_netdev_name,
+    ordered_stats,
+)
+from netd.sources.ethtool_text import CapturedStatsReader, format_ethtool_text, parse_ethtool_text
+from netd.sources.sysfs_io import ABSENT_ERRNOS
+
+__all__ = [
+    "CapturedStatsReader",
+    "EthtoolSource",
+    "IoctlStatsReader",
+    "StatsRead",
+    "StatsReader",
+    "format_ethtool_text",
+    "invalid_netdev_name",
+    "make_reader",
+    "parse_ethtool_text",
+]
+
+SIOCETHTOOL = 0x8946
+ETHTOOL_GSTRINGS = 0x1B
+ETHTOOL_GSTATS = 0x1D
+ETHTOOL_GSSET_INFO = 0x37
+ETH_SS_STATS = 1
+_IFREQ_SIZE = 40  # sizeof(struct ifreq) on 64-bit: 16-byte name + 24-byte union
+_COMMANDS = {
+    ETHTOOL_GSTRINGS: "ETHTOOL_GSTRINGS",
+    ETHTOOL_GSTATS: "ETHTOOL_GSTATS",
+    ETHTOOL_GSSET_INFO: "ETHTOOL_GSSET_INFO",
+}
+
+
+class IoctlStatsReader:
+    """ETHTOOL_GSTATS through SIOCETHTOOL on one datagram socket.
+
+    The kernel resolves ``ifr_name`` in the network namespace of the *socket* (dev_ioctl() uses
+    sock_net()), so a reader reads the namespace that was current when it was constructed, from any
+    thread. A changed count is caught by GSSET_INFO, but mlx5 keeps the count when PFC moves from one
+    priority to another and only the names show it; so by default (``names_recheck_every=1``) the
+    names are re-read on every read, which costs one cheap call beside GSTATS's many firmware reads.
+    ``N`` re-reads them every N-th read (values may sit on stale names for up to N-1 reads of such a
+    move); ``0`` only when the count changes.
+    """
+
+    def __init__(self, names_recheck_every: int = 1) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._names: dict[str, tuple[str, ...]] = {}
+        self._age: dict[str, int] = {}
+        self._recheck = names_recheck_every
+        self.names_reloads = 0
+
+    def read(self, netdev: str) -> StatsRead:
+        why = invalid_netdev_name(netdev)
+        if why is not None:
+            return StatsRead.absent(why)
+        try:
+            return self._read(netdev)
+        except _Absent as exc:
+            self._names.pop(netdev, None)  # the device may come back as a different one
+            self._age.pop(netdev, None)
+            return StatsRead.absent(str(exc))
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __del__(self) -> None:  # best effort, and no ResourceWarning; owners call close()
+        sock = getattr(self, "_sock", None)
+        if sock is not None:
+            sock.close()
+
+    def _read(self, netdev: str) -> StatsRead:
+        for _attempt in range(2):  # the count may change between calls; retry once, never guess
+            count = self._count(netdev)
+            if count is None:
+                return StatsRead.absent("driver has no ethtool statistics (ETH_SS_STATS not offered)")
+            names = self._names.get(netdev)
+            age = self._age.get(netdev, 0) + 1
+            if names is None or len(names) != count or (self._recheck and age >= self._recheck):
+                fresh = self._strings(netdev, count)
+                if fresh is None:
+                    continue
+                if names is not None and fresh != names:
+                    self.names_reloads += 1
+                names = self._names[netdev] = fresh
+                age = 0
+            self._age[netdev] = age
+            values = self._stats(netdev, len(names))
+            if values is None:
+                continue
+            bad: list[str] = []
+            return StatsRead(ordered_stats(zip(names, values, strict=True), bad), bad=tuple(bad))
+        return StatsRead.absent("statistics count kept changing while being read")
+
+    def _count(self, netdev: str) -> int | None:
+        buf = ctypes.create_string_buffer(20)  # {u32 cmd; u32 reserved; u64 sset_mask; u32 data[1]}
+        struct.pack_into("=IIQ", buf, 0, ETHTOOL_GSSET_INFO, 0, 1 << ETH_SS_STATS)
+        self._ioctl(netdev, ETHTOOL_GSSET_INFO, buf)
+        # The kernel clears the mask bit of a set the driver does not have (lo) instead of failing.
+        if not struct.unpack_from("=Q", buf, 8)[0] & (1 << ETH_SS_STATS):
+            return None
+        return int(struct.unpack_from("=I", buf, 16)[0])
+
+    def _strings(self, netdev: str, count: int) -> tuple[str, ...] | None:
+        # Room for twice the count: kernels before 7b07be1ff1cb ignore ``len`` and write the current set.
+        buf = ctypes.create_string_buffer(12 + ETH_GSTRING_LEN * (2 * count + 64))
+        struct.pack_into("=III", buf, 0, ETHTOOL_GSTRINGS, ETH_SS_STATS, count)
+        self._ioctl(netdev, ETHTOOL_GSTRINGS, buf)
+        if struct.unpack_from("=I", buf, 8)[0] != count:  # new kernels answer len=0 when it moved
+            return None
+        raw = ctypes.string_at(ctypes.addressof(buf) + 12, ETH_GSTRING_LEN * count)
+        # Strip: older mlx5 named a counter "tx_pause_storm_warning_events " (trailing space).
+        return tuple(
+            raw[i : i + ETH_GSTRING_LEN].split(b"\0", 1)[0].decode("utf-8", "replace").strip()
+            for i in range(0, len(raw), ETH_GSTRING_LEN)
+        )
+
+    def _stats(self, netdev: str, count: int) -> tuple[int, ...] | None:
+        buf = ctypes.create_string_buffer(8 + 8 * (2 * count + 64))
+        struct.pack_into("=II", buf, 0, ETHTOOL_GSTATS, count)
+        self._ioctl(netdev, ETHTOOL_GSTATS, buf)
+        if struct.unpack_from("=I", buf, 4)[0] != count:  # 0 (new kernels) or the new count (old ones)
+            return None
+        return struct.unpack_from(f"={count}Q", buf, 8)
+
+    def _ioctl(self, netdev: str, command: int, buf: ctypes.Array[ctypes.c_char]) -> None:
+        """One SIOCETHTOOL call; the only place that touches the kernel (tests replace it)."""
+        ifreq = struct.pack("16sP", os.fsencode(netdev), ctypes.addressof(buf)).ljust(_IFREQ_SIZE, b"\0")
+        try:
+            fcntl.ioctl(self._sock.fileno(), SIOCETHTOOL, ifreq)
+        except OSError as exc:
+            name = _COMMANDS.get(command, hex(command))
+            if exc.errno in ABSENT_ERRNOS:
+                raise _Absent(f"{name}: {exc.strerror}") from exc
+            raise EthtoolError(netdev, name, exc.errno or 0, exc.strerror or str(exc)) from exc
+
+
+class _Absent(Exception):
+    """Internal: an errno that means "not there" unwinds a read to StatsRead.absent()."""
+
+
+class EthtoolSource:
+    """Samples for the wanted netdevs; one netdev that fails never stops the others."""
+
+    def __init__(
+        self, reader: StatsReader, include: Sequence[str] = ("*",), exclude: Sequence[str] = ()
+    ) -> None:
+        self.reader = reader
+        self._include = tuple(include)
+        self._exclude = tuple(exclude)
+
+    def wanted(self, netdev: str) -> bool:
+        """fnmatch include/exclude on the name (exclude wins): some DGX ports must never be polled."""
+        return any(fnmatch.fnmatchcase(netdev, p) for p in self._include) and not any(
+            fnmatch.fnmatchcase(netdev, p) for p in self._exclude
+        )
+
+    @property
+    def names_reloads(self) -> int:
+        return self.reader.names_reloads
+
+    def read(self, netdevs: Iterable[str]) -> tuple[dict[str, EthtoolSample], dict[str, str]]:
+        """(samples of netdevs that answered, reasons): a reason says why a netdev is absent or failed,
+        or, for a netdev that also has a sample, which of its values were skipped. Excluded netdevs
+        appear in neither."""
+        samples: dict[str, EthtoolSample] = {}
+        reasons: dict[str, str] = {}
+        for netdev in netdevs:
+            if not self.wanted(netdev) or netdev in samples or netdev in reasons:
+                continue
+            try:
+                got = self.reader.read(netdev)
+            except SourceError as exc:
+                reasons[netdev] = f"error: {exc}"
+                continue
+            if got.stats is None:
+                reasons[netdev] = f"absent: {got.reason}"
+                continue
+            samples[netdev] = EthtoolSample(netdev, got.stats)
+            if got.bad:
+                reasons[netdev] = "skipped values: " + ", ".join(got.bad)
+        return samples, reasons
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def make_reader(backend: str, sysfs_root: Path) -> StatsReader:
+    """``ioctl`` (the running kernel), ``files`` (captures under ``sysfs_root``), or ``auto``: ioctl
+    exactly when ``sysfs_root`` is the real ``/sys``, so a replayed or emulated tree never mixes with
+    the live kernel's netdevs."""
+    if backend == "auto":
+        backend = "ioctl" if Path(sysfs_root).resolve() == Path("/sys") else "files"
+    if backend == "ioctl":
+        return IoctlStatsReader()
+    if backend == "files":
+        return CapturedStatsReader(sysfs_root)
+    raise ValueError(f"ethtool backend must be one of auto, ioctl, files; got {backend!r}")

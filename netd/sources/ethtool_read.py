@@ -1,0 +1,64 @@
+"""What every ethtool statistics reader returns, and the checks they share."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from netd.model import frozen_map
+
+__all__ = ["ETH_GSTRING_LEN", "IFNAMSIZ", "StatsRead", "StatsReader", "invalid_netdev_name", "ordered_stats"]
+
+ETH_GSTRING_LEN = 32
+IFNAMSIZ = 16  # including the NUL: names are at most 15 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRead:
+    """One netdev's answer: ``stats`` (stripped names, driver order), or ``None`` (absent) with ``reason``.
+
+    ``bad`` names the entries that were dropped: unparseable capture values, or duplicate names (the
+    first occurrence wins).
+    """
+
+    stats: Mapping[str, int] | None
+    reason: str | None = None
+    bad: tuple[str, ...] = ()
+
+    @classmethod
+    def absent(cls, reason: str) -> StatsRead:
+        return cls(None, reason)
+
+
+class StatsReader(Protocol):
+    names_reloads: int  # times a cached name table was found stale and read again
+
+    def read(self, netdev: str) -> StatsRead: ...
+
+    def close(self) -> None: ...
+
+
+def invalid_netdev_name(netdev: str) -> str | None:
+    """Why ``netdev`` cannot name a Linux interface (kernel dev_valid_name()), or None when it can.
+
+    Checked before any ioctl (a name over 15 bytes would not fit ``ifr_name``) and before any path join
+    (a capture reader must never be steered out of its directory by ``../``).
+    """
+    raw = os.fsencode(netdev)
+    if not raw or len(raw) >= IFNAMSIZ:
+        return f"interface name {netdev!r} is not 1..{IFNAMSIZ - 1} bytes long"
+    if netdev in (".", "..") or any(c in "/:\0" or c.isspace() for c in netdev):
+        return f"interface name {netdev!r} is not a valid Linux interface name"
+    return None
+
+
+def ordered_stats(pairs: Iterable[tuple[str, int]], bad: list[str]) -> Mapping[str, int]:
+    out: dict[str, int] = {}
+    for name, value in pairs:
+        if name in out:
+            bad.append(name)
+        else:
+            out[name] = value
+    return frozen_map(out)

@@ -1,0 +1,144 @@
+"""``ethtool -S`` text captures: parse, format, and read them from a tree.
+
+A capture is how netd replays a host (``ethtool -S ens1f0np0 > DIR/ethtool/ens1f0np0``) and how the
+emulated fabric publishes its netdev statistics; the same parser serves both.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from netd.errors import SourceError
+from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats
+from netd.sources.sysfs_io import ABSENT_ERRNOS
+
+__all__ = ["CapturedStatsReader", "format_ethtool_text", "parse_ethtool_text"]
+
+_HEADER = "NIC statistics:"
+_U64_DIGITS = len(str(2**64 - 1))
+
+
+def parse_ethtool_text(text: str) -> StatsRead:
+    """Parse ``ethtool -S`` output: a ``NIC statistics:`` line, then ``     name: value`` lines.
+
+    Values must be unsigned decimal below 2**64 (ethtool prints ``%llu``); anything else is skipped and
+    named in ``bad``. A last line without its newline is a capture cut off mid-write: it goes to ``bad``
+    too, since "12" may be the head of "12345".
+    """
+    if not text.strip():
+        return StatsRead.absent("empty capture")
+    head, *body = text.split("\n")
+    if head.strip() != _HEADER:
+        return StatsRead.absent(f"not an `ethtool -S` capture (first line is not {_HEADER!r})")
+    tail = body.pop() if body else ""  # what follows the last newline: "" in a complete capture
+    bad: list[str] = []
+    pairs: list[tuple[str, int]] = []
+    for line in filter(str.strip, body):
+        name, colon, text_value = (part.strip() for part in line.rpartition(":"))
+        value = _u64(text_value)
+        if colon and name and value is not None:
+            pairs.append((name, value))
+        else:
+            bad.append(name or line.strip())
+    if tail.strip():
+        bad.append(tail.rpartition(":")[0].strip() or tail.strip())
+    return StatsRead(ordered_stats(pairs, bad), bad=tuple(bad))
+
+
+def _u64(text: str) -> int | None:
+    # isascii: str.isdigit() accepts "²"; the length test comes before int(), which refuses > 4300 digits.
+    if text.isascii() and text.isdigit() and len(text) <= _U64_DIGITS and int(text) < 2**64:
+        return int(text)
+    return None
+
+
+def format_ethtool_text(stats: Mapping[str, int]) -> str:
+    """The inverse of :func:`parse_ethtool_text`, byte for byte what ``ethtool -S`` prints.
+
+    Names are written as given (a trailing space included, to reproduce older mlx5); the kernel limits
+    them to ETH_GSTRING_LEN bytes, so longer ones, line breaks and values outside u64 raise ValueError.
+    """
+    lines = [_HEADER]
+    for name, value in stats.items():
+        if not name.strip() or "\n" in name or "\r" in name or len(name.encode()) > ETH_GSTRING_LEN:
+            raise ValueError(f"not an ethtool stat name: {name!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**64:
+            raise ValueError(f"{name}: value {value!r} is not an unsigned 64-bit integer")
+        lines.append(f"     {name}: {value}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(slots=True)
+class _Capture:
+    fd: int
+    identity: tuple[int, int]
+    size_hint: int
+
+
+class CapturedStatsReader:
+    """``ethtool -S`` captures at ``<root>/ethtool/<netdev>``: a replayed host or the emulated fabric.
+
+    The emulator rewrites captures in place every tick, so one descriptor per netdev stays open and is
+    re-read with pread from offset 0 (one call once the size hint fits; mlx5 captures are 10-40 KiB, more
+    than sysfs_io.PreadCache's one page). A writer may also replace a file by rename: every read stats the
+    path (one cheap syscall) and reopens when (st_dev, st_ino) differs from the open descriptor's.
+    """
+
+    def __init__(self, root: Path, max_bytes: int = 1 << 20) -> None:
+        self._dir = Path(root) / "ethtool"
+        self._max = max_bytes
+        self._open: dict[str, _Capture] = {}
+        self.names_reloads = 0  # a capture carries its names with its values: never stale
+        self.opens = 0
+
+    def read(self, netdev: str) -> StatsRead:
+        why = invalid_netdev_name(netdev)
+        if why is not None:
+            return StatsRead.absent(why)
+        path = self._dir / netdev
+        try:
+            data = self._pread(netdev, path)
+        except OSError as exc:
+            self._drop(netdev)
+            if exc.errno in ABSENT_ERRNOS:
+                return StatsRead.absent(f"no capture at {path}: {exc.strerror}")
+            raise SourceError("ethtool", f"reading {path}: {exc.strerror or exc}") from exc
+        if len(data) > self._max:
+            return StatsRead.absent(f"capture {path} is larger than {self._max} bytes")
+        return parse_ethtool_text(data.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        for netdev in list(self._open):
+            self._drop(netdev)
+
+    def _pread(self, netdev: str, path: Path) -> bytes:
+        st = os.stat(path)
+        cap = self._open.get(netdev)
+        if cap is None or cap.identity != (st.st_dev, st.st_ino):
+            self._drop(netdev)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fst = os.fstat(fd)
+            hint = min(fst.st_size, self._max) + 4096  # never allocate for a hostile giant at once
+            cap = self._open[netdev] = _Capture(fd, (fst.st_dev, fst.st_ino), hint)
+            self.opens += 1
+        size = cap.size_hint
+        data = os.pread(cap.fd, size, 0)
+        while len(data) == size and size <= self._max:  # maybe more: read again, whole, from 0
+            size *= 2
+            data = os.pread(cap.fd, size, 0)
+        cap.size_hint = max(cap.size_hint, len(data) + 4096)
+        return data
+
+    def _drop(self, netdev: str) -> None:
+        cap = self._open.pop(netdev, None)
+        if cap is not None:
+            os.close(cap.fd)
+
+    def __del__(self) -> None:  # best effort; owners call close()
+        try:
+            self.close()
+        except Exception:
+            pass
