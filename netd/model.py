@@ -15,6 +15,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 __all__ = [
     "Counter",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-def frozen_map(items: Mapping[str, object] | None = None) -> Mapping:  # type: ignore[type-arg]
+def frozen_map(items: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     """A read-only view of a fresh dict, so a frozen dataclass stays immutable in fact."""
     return MappingProxyType(dict(items or {}))
 

@@ -45,8 +45,9 @@ _READ_SIZE = 4096  # every sysfs attribute fits in one page
 
 
 def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
+    """Return (the caller reports absence) or raise SourceError, by the errno policy."""
     if exc.errno in ABSENT_ERRNOS:
-        return None
+        return
     raise SourceError(source, f"reading {path}: {exc.strerror or exc}") from exc
 
 
@@ -56,7 +57,8 @@ def read_text(path: Path, source: str = "sysfs") -> str | None:
         with open(path, "rb") as f:
             data = f.read(_READ_SIZE)
     except OSError as exc:
-        return _absent_or_raise(source, path, exc)
+        _absent_or_raise(source, path, exc)
+        return None
     return data.decode("utf-8", "replace").strip()
 
 
@@ -69,8 +71,11 @@ def list_dir(path: Path, source: str = "sysfs") -> list[str]:
         return []
 
 
-def stat_identity(path: Path) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of a path, following symlinks; None when it does not exist.
+def stat_identity(path: Path) -> tuple[int, int, int] | None:
+    """(st_dev, st_ino, st_ctime_ns) of a path, following symlinks; None when it does not exist.
+
+    ctime is part of the identity because ext4 (where fake trees live) reuses a deleted
+    directory's inode number for the next one created.
 
     Used to notice that a device directory was removed and recreated (hot
     unplug, driver reload, an emulator restart) so that cached descriptors
@@ -80,7 +85,7 @@ def stat_identity(path: Path) -> tuple[int, int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 class PreadCache:
@@ -101,7 +106,8 @@ class PreadCache:
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             except OSError as exc:
-                return _absent_or_raise(self._source, path, exc)
+                _absent_or_raise(self._source, path, exc)
+                return None
             self.opens += 1
             self._fds[path] = fd
         try:
@@ -110,7 +116,8 @@ class PreadCache:
             # A descriptor that went bad (device gone) is dropped so the next
             # tick reopens the path, which may by then exist again.
             self._close(path)
-            return _absent_or_raise(self._source, path, exc)
+            _absent_or_raise(self._source, path, exc)
+            return None
 
     def forget(self, prefix: str) -> None:
         """Close every descriptor whose path starts with ``prefix``."""

@@ -1,0 +1,305 @@
+"""RDMA port state and counters from ``<sysfs>/class/infiniband``.
+
+Each tick: one listdir of the class directory, one stat per device before
+and after reading it, and one ``pread`` per attribute and counter file on a
+descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`). What
+changes rarely (the port list, the counter file names and their meaning, the
+netdev, GID types, link layer, driver) is the device's *layout*, scanned again
+every ``rescan_interval_s`` or at once when the device directory changes
+identity (hot unplug and return, driver reload). A bad value never raises and
+never hides the other counters: it is left out and named in
+``PortSample.read_errors``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from netd.errors import SourceError
+from netd.model import Counter, CounterGroup, Overflow, PortSample, frozen_map
+from netd.sources import vocabulary
+from netd.sources.sysfs_io import PreadCache, list_dir, read_text, stat_identity
+from netd.sources.vocabulary import CounterSpec
+
+__all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state"]
+
+_U64_MAX = (1 << 64) - 1
+_SOURCE = "rdma"
+
+
+def parse_counter(data: bytes) -> tuple[int | None, str | None]:
+    """``(value, None)`` for a well-formed ``"%llu\\n"``, else ``(None, reason)``.
+
+    Only the first line counts: a sysfs attribute is one line, and a fake
+    tree rewritten in place (pwrite, then ftruncate when shorter) may briefly
+    show the new value followed by the old value's tail.
+    """
+    text = data.split(b"\n", 1)[0].strip()
+    if text.isdigit():  # ASCII digits only: rejects "+1", "1_000", "0x10", "-1"
+        value = int(text)
+        return (value, None) if value <= _U64_MAX else (None, "out of range (> 2**64-1)")
+    if not text:
+        return None, "empty"
+    if text.startswith(b"N/A"):  # drivers without a PMA printed "N/A (no PMA)"
+        return None, "not available: " + text.decode("ascii", "replace")
+    if text.startswith(b"-") and text[1:].isdigit():
+        return None, "negative"
+    return None, f"not a number: {text[:40]!r}"
+
+
+def parse_state(text: str | None) -> str | None:
+    """``"4: ACTIVE"`` -> ``"ACTIVE"``, ``"5: LinkUp"`` -> ``"LinkUp"`` (kernel prints ``"%d: %s"``)."""
+    if not text:
+        return None
+    return text.split(":", 1)[-1].strip() or None
+
+
+def parse_rate(text: str | None) -> float | None:
+    """``"200 Gb/sec (2X NDR)"`` -> ``200.0``; ``"2.5 Gb/sec (1X SDR)"`` -> ``2.5``."""
+    try:
+        return float(text.split()[0]) if text else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    path: str
+    key: str  # key in PortSample.counters
+    label: str  # "<group dir>/<raw name>" for read_errors
+    raw_name: str
+    group: CounterGroup
+    spec: CounterSpec
+
+
+@dataclass(frozen=True, slots=True)
+class _Port:
+    port: int
+    attrs: str  # path prefix of ports/<p>/ for state, phys_state, rate
+    netdev: str | None
+    link_layer: str | None
+    gid_types: tuple[str, ...]
+    files: tuple[_File, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    identity: tuple[int, int, int]
+    scanned_at: float
+    driver: str | None
+    ports: tuple[_Port, ...]
+
+
+class RdmaSysfs:
+    """Reads every RDMA port under ``<sysfs>/class/infiniband``. Not thread-safe."""
+
+    def __init__(
+        self,
+        sysfs: Path = Path("/sys"),
+        include: Sequence[str] = ("*",),
+        exclude: Sequence[str] = (),
+        rescan_interval_s: float = 30.0,
+    ) -> None:
+        self._root = Path(sysfs) / "class" / "infiniband"
+        self._include = tuple(include)
+        self._exclude = tuple(exclude)
+        self._rescan = rescan_interval_s
+        self._cache = PreadCache(_SOURCE)
+        self._layouts: dict[str, _Layout] = {}
+        self.files_read = 0  # counter files read by the last read()
+        self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
+
+    @property
+    def opens(self) -> int:
+        """Descriptors opened so far; steady across ticks once every file is open."""
+        return self._cache.opens
+
+    def devices(self) -> list[str]:
+        """Names of the RDMA devices present now that pass the include/exclude patterns."""
+        return [n for n in list_dir(self._root, _SOURCE) if self._wanted(n)]
+
+    def read(self, now_monotonic: float | None = None) -> tuple[PortSample, ...]:
+        now = time.monotonic() if now_monotonic is None else now_monotonic
+        self.files_read = 0
+        errors: list[str] = []
+        names = self.devices()
+        for gone in self._layouts.keys() - set(names):
+            self._forget(gone)
+        samples: list[PortSample] = []
+        for name in names:
+            try:
+                samples.extend(self._read_device(name, now))
+            except SourceError as exc:  # e.g. EIO listing a port: skip the device, keep the others
+                self._forget(name)
+                errors.append(f"{name}: {exc}")
+        self.errors = tuple(errors)
+        return tuple(samples)
+
+    def close(self) -> None:
+        self._cache.close()
+        self._layouts.clear()
+
+    # -- per device -------------------------------------------------------------------------
+
+    def _wanted(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self._include) and not any(
+            fnmatch.fnmatchcase(name, p) for p in self._exclude
+        )
+
+    def _forget(self, name: str) -> None:
+        self._layouts.pop(name, None)
+        self._cache.forget(f"{self._root / name}/")
+
+    def _read_device(self, name: str, now: float) -> list[PortSample]:
+        dev_dir = self._root / name
+        identity = stat_identity(dev_dir)
+        if identity is None:  # vanished since the listdir
+            self._forget(name)
+            return []
+        layout = self._layouts.get(name)
+        if layout is not None and layout.identity != identity:
+            # A new directory under the same name: the old descriptors read a dead device.
+            self._forget(name)
+            layout = None
+        if layout is None or now - layout.scanned_at >= self._rescan:
+            layout = self._layouts[name] = self._scan(name, dev_dir, identity, now)
+        samples = [self._read_port(name, layout.driver, p) for p in layout.ports]
+        if stat_identity(dev_dir) != identity:
+            # Gone (or replaced) while we read: kept descriptors may have served the dead
+            # device's last values, so report nothing for it this tick.
+            self._forget(name)
+            return []
+        return samples
+
+    def _scan(self, name: str, dev_dir: Path, identity: tuple[int, int, int], now: float) -> _Layout:
+        port_names = sorted((p for p in list_dir(dev_dir / "ports", _SOURCE) if p.isdigit()), key=int)
+        listings = {p: _list_counters(dev_dir, p, single_port=len(port_names) == 1) for p in port_names}
+        first_hw = listings[port_names[0]][1][1] if port_names else []
+        driver = vocabulary.detect_driver(name, dev_dir, set(first_hw))
+        ports = tuple(self._scan_port(dev_dir, int(p), driver, *listings[p]) for p in port_names)
+        return _Layout(identity, now, driver, ports)
+
+    def _scan_port(
+        self,
+        dev_dir: Path,
+        port: int,
+        driver: str | None,
+        pma: tuple[Path, list[str]],
+        hw: tuple[Path, list[str]],
+    ) -> _Port:
+        port_dir = dev_dir / "ports" / str(port)
+        pma_ext = not vocabulary.PMA_EXT_ONLY.isdisjoint(pma[1])
+        files: dict[str, _File] = {}
+        for group, (directory, names) in ((CounterGroup.PMA, pma), (CounterGroup.HW, hw)):
+            for raw in names:
+                # PortSample.counters: a name in both groups keeps the PMA reading under its
+                # plain name; the other stays reachable as "hw_counters/<name>".
+                key = raw if raw not in files else f"{group.value}/{raw}"
+                spec = vocabulary.describe(driver, group, raw, pma_ext=pma_ext)
+                files[key] = _File(str(directory / raw), key, f"{group.value}/{raw}", raw, group, spec)
+        return _Port(
+            port=port,
+            attrs=f"{port_dir}/",
+            netdev=_netdev(dev_dir, port_dir, port),
+            link_layer=read_text(port_dir / "link_layer", _SOURCE) or None,
+            gid_types=_gid_types(port_dir),
+            files=tuple(files.values()),
+        )
+
+    # -- per tick ---------------------------------------------------------------------------
+
+    def _read_port(self, device: str, driver: str | None, port: _Port) -> PortSample:
+        counters: dict[str, Counter] = {}
+        errors: list[str] = []
+        for f in port.files:
+            try:
+                data = self._cache.read(f.path)
+            except SourceError as exc:  # EISDIR, EIO, ...: this counter only
+                errors.append(f"{f.label}: {exc}")
+                continue
+            if data is None:
+                errors.append(f"{f.label}: unreadable")
+                continue
+            value, problem = parse_counter(data)
+            if value is None:
+                errors.append(f"{f.label}: {problem}")
+                continue
+            counters[f.key] = _counter(f, value)
+        self.files_read += len(port.files)
+        return PortSample(
+            device=device,
+            port=port.port,
+            netdev=port.netdev,
+            link_layer=port.link_layer,
+            state=parse_state(self._attr(port.attrs + "state")),
+            phys_state=parse_state(self._attr(port.attrs + "phys_state")),
+            rate_gbps=parse_rate(self._attr(port.attrs + "rate")),
+            gid_types=port.gid_types,
+            driver=driver,
+            counters=frozen_map(counters),
+            read_errors=tuple(errors),
+        )
+
+    def _attr(self, path: str) -> str | None:
+        try:
+            data = self._cache.read(path)
+        except SourceError:
+            return None
+        return None if data is None else data.decode("utf-8", "replace").strip()
+
+
+def _counter(f: _File, value: int) -> Counter:
+    spec = f.spec
+    if value > spec.raw_max:
+        # A reading wider than the table says proves the register is wider: a "noietf" PMA
+        # (64-bit data without unicast/multicast files) or q-counters summed over bound QPs.
+        spec = CounterSpec(spec.name, 64, Overflow.WRAP, spec.scale)
+    return Counter(f.raw_name, spec.name, f.group, value * spec.scale, spec.width, spec.overflow, spec.scale)
+
+
+def _list_counters(dev_dir: Path, port: str, single_port: bool) -> tuple[tuple[Path, list[str]], ...]:
+    """(directory, names) of ``counters/`` and ``hw_counters/`` for one port.
+
+    Some drivers (mlx5 in switchdev mode) register hw_counters on the device
+    rather than the port; for a single-port device those are the port's.
+    """
+    port_dir = dev_dir / "ports" / port
+    pma = port_dir / "counters"
+    hw = port_dir / "hw_counters"
+    hw_names = list_dir(hw, _SOURCE)
+    if not hw_names and single_port:
+        hw = dev_dir / "hw_counters"
+        hw_names = list_dir(hw, _SOURCE)
+    # lifespan is the writable cache period (ms) of hw_counters, not a counter.
+    return (pma, list_dir(pma, _SOURCE)), (hw, [n for n in hw_names if n != "lifespan"])
+
+
+def _indices(directory: Path) -> list[str]:
+    return sorted((n for n in list_dir(directory, _SOURCE) if n.isdigit()), key=int)
+
+
+def _netdev(dev_dir: Path, port_dir: Path, port: int) -> str | None:
+    """The port's netdev: GID ndevs first, then the PCI function's net/, then rxe's ``parent``."""
+    ndevs = port_dir / "gid_attrs" / "ndevs"
+    for index in _indices(ndevs):  # empty slots fail with EINVAL: absent
+        name = read_text(ndevs / index, _SOURCE)
+        if name:
+            return name
+    net = dev_dir / "device" / "net"
+    names = list_dir(net, _SOURCE)
+    if len(names) == 1:
+        return names[0]
+    for name in names:  # several ports on one PCI function: dev_port is the 0-based port index
+        if read_text(net / name / "dev_port", _SOURCE) == str(port - 1):
+            return name
+    return read_text(dev_dir / "parent", _SOURCE) or None
+
+
+def _gid_types(port_dir: Path) -> tuple[str, ...]:
+    types = port_dir / "gid_attrs" / "types"
+    found = {read_text(types / i, _SOURCE) for i in _indices(types)}
+    return tuple(sorted(t for t in found if t))
