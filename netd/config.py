@@ -43,8 +43,6 @@ class EthtoolConfig(_Section):
     backend: Literal["auto", "ioctl", "files"] = "auto"
     include: tuple[str, ...] = ("*",)  # fnmatch patterns on netdev names
     exclude: tuple[str, ...] = ()
-    # Each mlx5 read costs firmware commands (PPCNT per priority and group): >= 1 s.
-    interval: float = Field(1.0, ge=1.0)
 
 
 class VerbsConfig(_Section):
@@ -65,6 +63,7 @@ class EmulatorConfig(_Section):
 
 
 class Config(_Section):
+    # mlx5 ethtool reads cost firmware commands (PPCNT per priority and group): keep >= 1 s on real hosts.
     interval: float = Field(1.0, ge=0.1, le=3600, description="seconds between ticks")
     listen: str = "127.0.0.1:9469"
     sysfs_root: Path = Path("/sys")
@@ -149,7 +148,10 @@ def load_config(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Defaults < file < environment < overrides. ``path=None`` uses NETD_CONFIG or the default path if present."""
+    """Defaults < file < environment < overrides.
+
+    ``path=None`` uses $NETD_CONFIG, else /etc/netd/netd.toml when it exists, else no file.
+    """
     environ = os.environ if environ is None else environ
     data: dict[str, Any] = {}
     origin = "defaults"

@@ -41,8 +41,8 @@ def test_netd_config_variable_names_the_file(tmp_path: Path):
     [
         ("interval = 0\n", {}, ["`interval`", "greater than or equal to 0.1", "got 0"]),
         ('listen = "localhost"\n', {}, ["`listen`", "HOST:PORT"]),
-        ("[ethtool]\nbackend = \"netlink\"\n", {}, ["`ethtool.backend`", "'auto', 'ioctl' or 'files'"]),
-        ("[rdma]\nincldue = [\"x\"]\n", {}, ["unknown key `rdma.incldue`"]),
+        ('[ethtool]\nbackend = "netlink"\n', {}, ["`ethtool.backend`", "'auto', 'ioctl' or 'files'"]),
+        ('[rdma]\nincldue = ["x"]\n', {}, ["unknown key `rdma.incldue`"]),
         ("bogus = 1\n", {}, ["unknown key `bogus`"]),
         ("interval = [\n", {}, ["not valid TOML"]),
         ("", {"NETD_EMULATOR_TORS": "many"}, ["`emulator.tors`", "NETD_* environment", "'many'"]),

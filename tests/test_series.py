@@ -44,8 +44,8 @@ def _snap(t: float, counters: dict[str, tuple[int, int, Overflow]], ethtool: dic
         device="mlx5_0", port=1, netdev="eth0", link_layer="Ethernet", state="ACTIVE", phys_state="LinkUp",
         rate_gbps=200.0,
         counters=frozen_map({
-            name: Counter(name, name, CounterGroup.HW, value, width, overflow) for name, (value, width, overflow)
-            in counters.items()
+            name: Counter(name, name, CounterGroup.HW, value, width, overflow)
+            for name, (value, width, overflow) in counters.items()
         }),
     )  # fmt: skip
     eth = {"eth0": EthtoolSample("eth0", frozen_map(ethtool or {}))}

@@ -99,8 +99,12 @@ class PreadCache:
         self._fds: dict[str, int] = {}
         self.opens = 0  # for tests and the benchmark: how many open() calls were made
 
-    def read(self, path: str) -> bytes | None:
-        """Raw bytes of ``path`` (one pread), or None when absent."""
+    def read(self, path: str, size: int = _READ_SIZE) -> bytes | None:
+        """Raw bytes of ``path`` (one pread of at most ``size`` bytes), or None when absent.
+
+        A small ``size`` suits counters ("%llu\n" is at most 21 bytes) and saves allocating a
+        page per read; a caller that gets exactly ``size`` bytes back reads again with more.
+        """
         fd = self._fds.get(path)
         if fd is None:
             try:
@@ -111,7 +115,7 @@ class PreadCache:
             self.opens += 1
             self._fds[path] = fd
         try:
-            return os.pread(fd, _READ_SIZE, 0)
+            return os.pread(fd, size, 0)
         except OSError as exc:
             # A descriptor that went bad (device gone) is dropped so the next
             # tick reopens the path, which may by then exist again.

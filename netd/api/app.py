@@ -1,0 +1,78 @@
+"""The daemon's one HTTP listener: Prometheus metrics, health, and /v1 JSON.
+
+The app reads state through two callables injected by the composition root, so
+it can be served by uvicorn in the daemon or exercised with a test client on a
+hand-built state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from netd import __version__
+from netd.api.views import port_document, status_document
+from netd.exporter import ExporterState, NetdCollector
+
+__all__ = ["create_app"]
+
+
+def create_app(
+    state: Callable[[], ExporterState | None],
+    last_tick_age_s: Callable[[], float | None],
+    interval_s: float,
+) -> FastAPI:
+    app = FastAPI(
+        title="netd",
+        version=__version__,
+        description="RoCE congestion and NIC counter telemetry for this host.",
+    )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NetdCollector(state))
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        """The process is alive and serving."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz(response: Response) -> dict[str, Any]:
+        """Ready once a tick has completed and the last one is younger than three intervals."""
+        age = last_tick_age_s()
+        ready = age is not None and age < 3 * interval_s + 1.0
+        if not ready:
+            response.status_code = 503
+        st = state()
+        sources = (
+            []
+            if st is None
+            else [{"source": s.source, "ok": s.ok, "error": s.error} for s in st.observation.snapshot.sources]
+        )
+        return {"ready": ready, "last_tick_age_s": age, "sources": sources}
+
+    @app.get("/v1/ports")
+    def ports() -> dict[str, Any]:
+        """Every RDMA port: identity, raw counters (data in bytes), monotonic totals, rates and signals."""
+        st = state()
+        if st is None:
+            raise HTTPException(status_code=503, detail="no tick completed yet")
+        return status_document(st.observation)
+
+    @app.get("/v1/ports/{device}/{port}")
+    def one_port(device: str, port: int) -> dict[str, Any]:
+        st = state()
+        if st is None:
+            raise HTTPException(status_code=503, detail="no tick completed yet")
+        doc = port_document(st.observation, device, port)
+        if doc is None:
+            raise HTTPException(status_code=404, detail=f"no RDMA port {device}/{port} on this host")
+        return doc
+
+    return app

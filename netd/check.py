@@ -1,0 +1,95 @@
+"""`netd check`: probe every source once and say what was found, what is missing and why.
+
+Absence is reported, not failed: a host without RDMA NICs, a driver without
+`hw_counters`, pyverbs without devices are normal states. The exit status is
+non-zero only when a configured source *fails* (an error other than absence),
+or when `fabric = "hardware"` was asked for and there is no device.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from netd.collect import Collector
+from netd.config import Config
+from netd.sources.verbs import VerbsSource
+
+__all__ = ["CheckLine", "run_checks"]
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    status: str  # "ok", "absent", "FAIL", "info"
+    what: str
+    detail: str
+
+    def render(self) -> str:
+        return f"[{self.status:>6}] {self.what}: {self.detail}"
+
+
+def _rdma_lines(collector: Collector, cfg: Config) -> tuple[list[CheckLine], bool]:
+    snap = collector.collect()
+    failed = False
+    lines: list[CheckLine] = []
+    for s in snap.sources:
+        if not s.ok:
+            failed = True
+            lines.append(CheckLine("FAIL", f"source {s.source}", s.error or "failed"))
+    where = f"{collector.sysfs_root}/class/infiniband"
+    if not snap.ports:
+        status = "FAIL" if cfg.fabric == "hardware" else "absent"
+        failed |= status == "FAIL"
+        lines.append(
+            CheckLine(status, "rdma", f"no RDMA ports in {where} (no RDMA NIC, or its driver is not loaded)")
+        )
+    for p in snap.ports:
+        groups = {c.group.value for c in p.counters.values()}
+        detail = (
+            f"{p.driver or 'unknown driver'}, {p.link_layer or '?'}, {p.state or '?'}, "
+            f"{p.rate_gbps or '?'} Gb/s, netdev {p.netdev or 'unknown'}, {len(p.counters)} counters "
+            f"({', '.join(sorted(groups)) or 'none'})"
+        )
+        lines.append(CheckLine("ok", f"rdma {p.device}/{p.port}", detail))
+        if "hw_counters" not in groups:
+            lines.append(
+                CheckLine("absent", f"rdma {p.device}/{p.port}", "no hw_counters: no ECN/CNP/retransmit data")
+            )
+        for err in p.read_errors:
+            lines.append(CheckLine("absent", f"rdma {p.device}/{p.port}", f"unreadable counter {err}"))
+    if cfg.ethtool.enabled:
+        for netdev, sample in sorted(snap.ethtool.items()):
+            lines.append(CheckLine("ok", f"ethtool {netdev}", f"{len(sample.stats)} statistics"))
+        for netdev, reason in sorted(collector.ethtool_absent.items()):
+            lines.append(CheckLine("absent", f"ethtool {netdev}", reason))
+    else:
+        lines.append(CheckLine("info", "ethtool", "disabled in configuration"))
+    return lines, failed
+
+
+def _environment_lines(cfg: Config) -> list[CheckLine]:
+    lines = []
+    if cfg.verbs.enabled:
+        ok, reason = VerbsSource().available()
+        lines.append(CheckLine("ok" if ok else "absent", "verbs (pyverbs)", reason))
+    bcc = importlib.util.find_spec("bcc") is not None
+    lines.append(
+        CheckLine("ok" if bcc else "absent", "bcc", "importable" if bcc else "python3-bpfcc not importable")
+    )
+    build = Path(f"/lib/modules/{os.uname().release}/build")
+    where = f"{build} -> {os.path.realpath(build)}" if build.exists() else f"{build} missing: make setup"
+    lines.append(CheckLine("ok" if build.exists() else "absent", "kernel headers for bcc", where))
+    return lines
+
+
+def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[CheckLine], bool]:
+    """All check lines and whether any configured source failed."""
+    lines = [CheckLine("info", "fabric", fabric_reason)]
+    collector = Collector.from_config(cfg, sysfs_root)
+    try:
+        rdma, failed = _rdma_lines(collector, cfg)
+    finally:
+        collector.close()
+    return lines + rdma + _environment_lines(cfg), failed

@@ -1,0 +1,128 @@
+"""The composition root: sources → snapshot → series → publishers, once per tick.
+
+Only this module (and the CLI) moves data between layers (DESIGN §2). The loop
+runs in its own thread; the HTTP listener (uvicorn, main thread) reads the
+latest published :class:`ExporterState`, an immutable value swapped in by
+reference, so readers never see a half-built tick and need no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter as Tally
+from collections.abc import Callable
+from pathlib import Path
+
+from netd.collect import Collector
+from netd.config import Config
+from netd.emulated.fabric_host import EmulatedFabric, default_state_dir
+from netd.exporter import ExporterState
+from netd.series import SeriesTracker
+from netd.sources.sysfs_io import list_dir
+
+__all__ = ["Daemon", "FabricChoice", "build_daemon", "choose_fabric"]
+
+log = logging.getLogger(__name__)
+
+
+class Daemon:
+    """Runs ticks at a fixed cadence and publishes the latest state."""
+
+    def __init__(
+        self,
+        collector: Collector,
+        interval_s: float,
+        emulator: EmulatedFabric | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.collector = collector
+        self.interval_s = interval_s
+        self.emulator = emulator
+        self._clock = clock
+        self._tracker = SeriesTracker()
+        self._errors: Tally[str] = Tally()
+        self._ticks = 0
+        self._state: ExporterState | None = None
+        self.started_at = clock()
+
+    def state(self) -> ExporterState | None:
+        return self._state
+
+    def last_tick_age_s(self) -> float | None:
+        st = self._state
+        return None if st is None else self._clock() - st.observation.snapshot.monotonic
+
+    def tick(self) -> ExporterState:
+        if self.emulator is not None:
+            self.emulator.advance(self.interval_s)
+        snap = self.collector.collect()
+        for s in snap.sources:
+            if not s.ok:
+                self._errors[s.source] += 1
+        obs = self._tracker.update(snap)
+        self._ticks += 1
+        self._state = ExporterState(observation=obs, source_errors=dict(self._errors), ticks=self._ticks)
+        return self._state
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick every interval until ``stop`` is set. Missed deadlines are skipped, not bunched."""
+        next_at = self._clock() + self.interval_s
+        while not stop.wait(max(0.0, next_at - self._clock())):
+            try:
+                self.tick()
+            except Exception:  # the loop outlives any single bad tick
+                log.exception("tick failed")
+            next_at += self.interval_s
+            now = self._clock()
+            if next_at < now:  # we fell behind (slow source, suspended VM): realign
+                next_at = now + self.interval_s
+
+    def close(self) -> None:
+        self.collector.close()
+        if self.emulator is not None:
+            self.emulator.close()
+
+
+class FabricChoice:
+    """Which fabric a run uses, and why (for the banner and `netd check`)."""
+
+    def __init__(self, emulated: bool, reason: str) -> None:
+        self.emulated = emulated
+        self.reason = reason
+
+
+def choose_fabric(cfg: Config) -> FabricChoice:
+    devices = list_dir(cfg.sysfs_root / "class" / "infiniband")
+    where = cfg.sysfs_root / "class" / "infiniband"
+    if cfg.fabric == "emulated":
+        return FabricChoice(True, 'fabric = "emulated" was requested')
+    if cfg.fabric == "hardware":
+        return FabricChoice(
+            False, f'fabric = "hardware" was requested ({len(devices)} RDMA devices in {where})'
+        )
+    if devices:
+        return FabricChoice(False, f"found {len(devices)} RDMA devices in {where}: {', '.join(devices)}")
+    return FabricChoice(True, f"no RDMA devices in {where}")
+
+
+def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
+    choice = choose_fabric(cfg)
+    emulator: EmulatedFabric | None = None
+    root: Path = cfg.sysfs_root
+    if choice.emulated:
+        e = cfg.emulator
+        emulator = EmulatedFabric(
+            e.state_dir or default_state_dir(),
+            tors=e.tors,
+            hosts_per_tor=e.hosts_per_tor,
+            ports_per_host=e.ports_per_host,
+            link_gbps=e.link_gbps,
+            seed=e.seed,
+            sim_ms_per_tick=e.sim_ms_per_tick,
+        )
+        root = emulator.host_root(e.host_index)
+    host = emulator.host_name(cfg.emulator.host_index) if emulator is not None else None
+    collector = Collector.from_config(cfg, root, host=host, emulated=choice.emulated)
+    return Daemon(collector, cfg.interval, emulator), choice

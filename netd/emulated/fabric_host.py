@@ -1,0 +1,206 @@
+"""The embedded default: an emulated two-tier RoCE fabric rendered as sysfs trees.
+
+With no RDMA device on the host, `netd run` starts this emulator. Its traffic
+comes from cc/'s DCQCN fabric model (incast and all-reduce phases, RED/ECN at
+the switches, CNPs, rate cuts, PFC); every tick it renders each emulated host's
+counters into ``<state_dir>/host<i>/`` as an mlx5-shaped sysfs tree plus
+``ethtool -S`` captures, and netd's *real* sources read them. There is no
+special path in the pipeline.
+
+Time: the model simulates ``sim_ms_per_tick`` of fabric time per tick (50 ms
+by default, a few percent of a core) and the counts are scaled to the tick's
+wall time, so rates look like a real 200G port's. Fractions carry over between
+ticks so scaling never drifts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+
+from cc.fabric import Fabric, FabricConfig, PortDeltas
+from cc.params import DcqcnParams
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
+from netd.errors import NetdError
+from netd.sources.ethtool import format_ethtool_text
+
+__all__ = ["MARKER_FILE", "EmulatedFabric", "default_state_dir", "rate_text"]
+
+MARKER_FILE = ".netd-emulated"
+LOSSLESS_PRIORITY = 3
+MTU_BYTES = 4096
+
+
+def default_state_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/run/netd/emulated")
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(base) / f"netd-{os.getuid()}" / "emulated"
+
+
+def rate_text(gbps: float) -> str:
+    """The `rate` file an mlx5 port of this speed shows (Ethernet speeds map to IB names)."""
+    known = {400: "4X NDR", 200: "2X NDR", 100: "4X EDR", 50: "2X EDR", 25: "1X EDR"}
+    return f"{gbps:g} Gb/sec ({known.get(int(gbps), '4X')})"
+
+
+class EmulatedFabric:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        tors: int = 2,
+        hosts_per_tor: int = 4,
+        ports_per_host: int = 2,
+        link_gbps: float = 200.0,
+        seed: int = 0,
+        sim_ms_per_tick: float = 50.0,
+    ) -> None:
+        self.state_dir = state_dir
+        self.sim_ms_per_tick = sim_ms_per_tick
+        self.n_hosts = tors * hosts_per_tor
+        self.ports_per_host = ports_per_host
+        self._lock_fd = self._claim(state_dir)
+        self.fabric = Fabric(
+            FabricConfig(tors=tors, hosts_per_tor=hosts_per_tor, ports_per_host=ports_per_host,
+                         link_gbps=link_gbps, seed=seed, lossless_priority=LOSSLESS_PRIORITY),
+            params=DcqcnParams(),
+        )  # fmt: skip
+        self._names = mlx5_ethtool_names((LOSSLESS_PRIORITY,))
+        self._trees: list[SysfsTree] = []
+        self._hw: dict[tuple[int, int], dict[str, int]] = {}
+        self._eth: dict[tuple[int, int], dict[str, int]] = {}
+        self._carry: dict[str, np.ndarray] = {}
+        self.last_phases: tuple[str, ...] = ()
+        for h in range(self.n_hosts):
+            tree = SysfsTree(self.host_root(h))
+            (self.host_root(h) / "ethtool").mkdir(parents=True, exist_ok=True)
+            for p in range(ports_per_host):
+                tree.add_device(
+                    DeviceSpec(name=f"mlx5_{p}", driver="mlx5", netdev=self.netdev(p),
+                               pci=f"0000:{0x41 + p // 2:02x}:00.{p % 2}", rate=rate_text(link_gbps))
+                )  # fmt: skip
+                self._hw[(h, p)] = {}
+                self._eth[(h, p)] = dict.fromkeys(self._names, 0)
+            self._trees.append(tree)
+        self._render()
+
+    # -- layout -------------------------------------------------------------------------------
+    def host_root(self, host: int) -> Path:
+        if not 0 <= host < self.n_hosts:
+            raise NetdError(f"emulated host index {host} out of range 0..{self.n_hosts - 1}")
+        return self.state_dir / f"host{host}"
+
+    def host_name(self, host: int) -> str:
+        return f"emu-host{host}"
+
+    @staticmethod
+    def netdev(port: int) -> str:
+        return f"ens1f{port}np{port}"
+
+    def _ethtool_path(self, h: int, p: int) -> Path:
+        return self.host_root(h) / "ethtool" / self.netdev(p)
+
+    # -- dynamics -----------------------------------------------------------------------------
+    def advance(self, wall_s: float) -> PortDeltas:
+        """Simulate one tick's slice of fabric time and render counts scaled to ``wall_s``."""
+        deltas = self.fabric.advance(self.sim_ms_per_tick * 1000.0)
+        self.last_phases = deltas.phases
+        scale = wall_s * 1000.0 / self.sim_ms_per_tick
+        counts = {f.name: getattr(deltas, f.name) for f in fields(deltas)}
+        scaled = {name: self._scaled(name, v, scale) for name, v in counts.items()
+                  if isinstance(v, np.ndarray) and v.dtype == np.int64}  # fmt: skip
+        for h in range(self.n_hosts):
+            for p in range(self.ports_per_host):
+                self._accumulate(h, p, {k: int(v[h, p]) for k, v in scaled.items()})
+        self._render()
+        return deltas
+
+    def _scaled(self, name: str, counts: np.ndarray, scale: float) -> np.ndarray:
+        exact = counts.astype(np.float64) * scale + self._carry.get(name, 0.0)
+        whole = np.floor(exact)
+        self._carry[name] = exact - whole
+        return whole.astype(np.int64)
+
+    def _accumulate(self, h: int, p: int, d: dict[str, int]) -> None:
+        hw, eth = self._hw[(h, p)], self._eth[(h, p)]
+
+        def add(target: dict[str, int], name: str, value: int, wrap_bits: int = 64) -> None:
+            target[name] = (target.get(name, 0) + value) % (1 << wrap_bits)
+
+        add(hw, "port_xmit_data", d["tx_bytes"] // 4)  # PMA counts 4-byte words
+        add(hw, "port_rcv_data", d["rx_bytes"] // 4)
+        for pma, key in (
+            ("port_xmit_packets", "tx_packets"),
+            ("port_rcv_packets", "rx_packets"),
+            ("unicast_xmit_packets", "tx_packets"),
+            ("unicast_rcv_packets", "rx_packets"),
+        ):
+            add(hw, pma, d[key])  # fmt: skip
+        add(hw, "np_ecn_marked_roce_packets", d["ecn_marked_rx"])
+        add(hw, "np_cnp_sent", d["cnp_sent"])
+        add(hw, "rp_cnp_handled", d["cnp_handled"])
+        for q in ("out_of_sequence", "packet_seq_err", "local_ack_timeout_err"):
+            add(hw, q, d[q], wrap_bits=32)  # 32-bit q-counters wrap
+        add(hw, "rx_write_requests", d["rx_packets"], wrap_bits=32)
+        pr = LOSSLESS_PRIORITY
+        for direction in ("rx", "tx"):
+            add(eth, f"{direction}_prio{pr}_bytes", d[f"{direction}_bytes"])
+            add(eth, f"{direction}_prio{pr}_packets", d[f"{direction}_packets"])
+            add(eth, f"{direction}_vport_rdma_unicast_bytes", d[f"{direction}_bytes"])
+            add(eth, f"{direction}_vport_rdma_unicast_packets", d[f"{direction}_packets"])
+            add(eth, f"{direction}_bytes_phy", d[f"{direction}_bytes"])
+            add(eth, f"{direction}_packets_phy", d[f"{direction}_packets"])
+            add(eth, f"{direction}_prio{pr}_pause", d[f"{direction}_pause_frames"])
+            add(eth, f"{direction}_prio{pr}_pause_duration", d[f"{direction}_pause_duration_us"])
+            add(eth, f"{direction}_pause_ctrl_phy", d[f"{direction}_pause_frames"])
+        add(eth, f"rx_prio{pr}_pause_transition", d["rx_pause_transitions"])
+
+    # -- rendering ----------------------------------------------------------------------------
+    def _render(self) -> None:
+        for h, tree in enumerate(self._trees):
+            for p in range(self.ports_per_host):
+                tree.set_counters(f"mlx5_{p}", 1, self._hw[(h, p)])
+                # Captures are replaced atomically (the capture reader notices the new inode), so a
+                # netd in another process never parses a half-written one. sysfs-shaped counter
+                # files, by contrast, are rewritten in place: readers keep their descriptors.
+                path = self._ethtool_path(h, p)
+                tmp = path.with_name(f".{path.name}.tmp")
+                tmp.write_text(format_ethtool_text(self._eth[(h, p)]))
+                os.replace(tmp, path)
+
+    # -- ownership ----------------------------------------------------------------------------
+    @staticmethod
+    def _claim(state_dir: Path) -> int:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        if any(state_dir.iterdir()) and not (state_dir / MARKER_FILE).exists():
+            raise NetdError(f"{state_dir} is not empty and was not made by netd's emulator; choose another "
+                            "emulator.state_dir")  # fmt: skip
+        fd = os.open(state_dir / MARKER_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise NetdError(
+                f"another netd is running the emulated fabric in {state_dir}; read its hosts with "
+                f"`netd status --sysfs-root {state_dir}/host0`, or set emulator.state_dir"
+            ) from None
+        # Ours now: start from a clean tree so a crashed run's leftovers don't mix in.
+        for child in state_dir.iterdir():
+            if child.name != MARKER_FILE:
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def close(self) -> None:
+        for tree in self._trees:
+            tree.close()
+        os.close(self._lock_fd)

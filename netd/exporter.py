@@ -1,0 +1,173 @@
+"""Prometheus exposition of the latest observation (a pull-time collector).
+
+Like client_python's own collectors, :class:`NetdCollector` builds its metric
+families afresh on every scrape from whatever the loop last published; no
+state is kept between scrapes, and a scrape never touches a source.
+
+Counters are exported from the series layer's monotonic *totals*, not the raw
+readings, so 32-bit wraps and driver resets never look like a counter reset to
+Prometheus. Missing counters are omitted, never exported as 0 (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from netd import __version__
+from netd.exporter_ethtool import ethtool_families
+from netd.metric_names import PMA_ERROR_KINDS, RDMA_COUNTERS
+from netd.model import CounterGroup
+from netd.series import Observation, PortView
+
+__all__ = ["ExporterState", "NetdCollector"]
+
+
+@dataclass(frozen=True)
+class ExporterState:
+    """What the loop publishes for the exporter: the observation plus cumulative self-counters."""
+
+    observation: Observation
+    source_errors: dict[str, int] = field(default_factory=dict)  # source -> failures since start
+    ticks: int = 0
+
+
+class NetdCollector(Collector):
+    def __init__(self, state: Callable[[], ExporterState | None]) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        build = GaugeMetricFamily("netd_build_info", "netd build information.", labels=["version"])
+        build.add_metric([__version__], 1)
+        yield build
+        st = self._state()
+        if st is None:
+            return
+        obs = st.observation
+        yield from _port_families(obs)
+        yield from _rdma_counter_families(obs.ports)
+        yield from ethtool_families(obs)
+        yield from _self_families(st)
+
+
+def _port_families(obs: Observation) -> Iterator[Metric]:
+    snap = obs.snapshot
+    info = GaugeMetricFamily(
+        "netd_port_info",
+        'RDMA port identity; join on device and port. emulated="true" when netd runs its emulated fabric.',
+        labels=[
+            "device",
+            "port",
+            "netdev",
+            "link_layer",
+            "state",
+            "phys_state",
+            "driver",
+            "host",
+            "emulated",
+        ],
+    )
+    up = GaugeMetricFamily("netd_port_up", "1 when the port state is ACTIVE.", labels=["device", "port"])
+    speed = GaugeMetricFamily(
+        "netd_port_speed_bits_per_second", "Port rate as the driver reports it.", labels=["device", "port"]
+    )
+    sat = GaugeMetricFamily(
+        "netd_counter_saturated",
+        "1 when a counter is stuck at its width's maximum: its rate is unknown, not zero.",
+        labels=["device", "port", "kind"],
+    )
+    emulated = "true" if snap.emulated else "false"
+    for v in obs.ports:
+        p = v.sample
+        labels = [p.device, str(p.port)]
+        info.add_metric(
+            [
+                *labels,
+                p.netdev or "",
+                p.link_layer or "",
+                p.state or "",
+                p.phys_state or "",
+                p.driver or "",
+                snap.host,
+                emulated,
+            ],
+            1,
+        )
+        if p.state is not None:
+            up.add_metric(labels, 1 if p.up else 0)
+        if p.rate_gbps is not None:
+            speed.add_metric(labels, p.rate_gbps * 1e9)
+        for raw in sorted(v.saturated):
+            sat.add_metric([*labels, raw], 1)
+    yield from (info, up, speed, sat)
+
+
+def _rdma_counter_families(views: tuple[PortView, ...]) -> Iterator[Metric]:
+    families: dict[str, CounterMetricFamily] = {}
+
+    def family(name: str, help_: str, kind: bool) -> CounterMetricFamily:
+        if name not in families:
+            labels = ["device", "port", "kind"] if kind else ["device", "port"]
+            families[name] = CounterMetricFamily(name, help_, labels=labels)
+        return families[name]
+
+    for v in views:
+        p = v.sample
+        labels = [p.device, str(p.port)]
+        done: set[str] = set()  # one series per vocabulary name (PMA reading first)
+        for raw, c in p.counters.items():
+            total = v.totals.get(raw)
+            if total is None or c.name in done:
+                continue
+            done.add(c.name)
+            m = RDMA_COUNTERS.get(c.name)
+            if m is not None:
+                fam = family(m.name, m.help, m.kind is not None)
+                fam.add_metric(labels + ([m.kind] if m.kind else []), total)
+            elif c.group is CounterGroup.PMA and c.name in PMA_ERROR_KINDS:
+                family("netd_rdma_port_errors", "IB PMA port error counters.", True).add_metric(
+                    [*labels, c.name], total
+                )
+            elif c.name == "port_xmit_wait":
+                family(
+                    "netd_rdma_xmit_wait_ticks",
+                    "PMA ticks with data to send but no credit to send it.",
+                    False,
+                ).add_metric(labels, total)
+            else:
+                family(
+                    "netd_rdma_hw_counter", "Driver counters without a netd name, by raw file name.", True
+                ).add_metric([*labels, raw], total)
+    yield from families.values()
+
+
+def _self_families(st: ExporterState) -> Iterator[Metric]:
+    snap = st.observation.snapshot
+    tick = GaugeMetricFamily("netd_tick_duration_seconds", "Wall time the last tick took to collect.")
+    tick.add_metric([], snap.tick_duration_s)
+    yield tick
+    ticks = CounterMetricFamily("netd_ticks", "Ticks completed since start.")
+    ticks.add_metric([], st.ticks)
+    yield ticks
+    last = GaugeMetricFamily("netd_last_tick_timestamp_seconds", "Wall-clock time of the last snapshot.")
+    last.add_metric([], snap.timestamp)
+    yield last
+    emu = GaugeMetricFamily("netd_fabric_emulated", "1 when the counters come from netd's emulated fabric.")
+    emu.add_metric([], 1 if snap.emulated else 0)
+    yield emu
+    up = GaugeMetricFamily("netd_source_up", "1 when the source's last read succeeded.", labels=["source"])
+    dur = GaugeMetricFamily(
+        "netd_source_duration_seconds", "Wall time of the source's last read.", labels=["source"]
+    )
+    for s in snap.sources:
+        up.add_metric([s.source], 1 if s.ok else 0)
+        dur.add_metric([s.source], s.duration_s)
+    yield up
+    yield dur
+    errs = CounterMetricFamily("netd_source_errors", "Failed source reads since start.", labels=["source"])
+    for source in sorted({s.source for s in snap.sources} | set(st.source_errors)):
+        errs.add_metric([source], st.source_errors.get(source, 0))
+    yield errs
