@@ -172,7 +172,11 @@ class Fabric:
         self.config = cfg = config or FabricConfig()
         self.params = params or DcqcnParams()
         self.workload = workload or Workload(
-            cfg.seed, tors=cfg.tors, hosts_per_tor=cfg.hosts_per_tor, ports_per_host=cfg.ports_per_host
+            cfg.seed,
+            tors=cfg.tors,
+            hosts_per_tor=cfg.hosts_per_tor,
+            ports_per_host=cfg.ports_per_host,
+            incast_degree=min(7, cfg.n_hosts - 1),  # 7:1 where the fabric is big enough
         )
         self._rng = np.random.default_rng(cfg.seed)
         self._n_hp = n_hp = cfg.n_hosts * cfg.ports_per_host

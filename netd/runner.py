@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import socket
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TextIO
 
 import uvicorn
@@ -13,8 +17,9 @@ from netd import __version__
 from netd.api.app import create_app
 from netd.config import Config
 from netd.daemon import Daemon, FabricChoice, build_daemon
+from netd.errors import NetdError
 
-__all__ = ["banner", "serve"]
+__all__ = ["banner", "bind", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +46,53 @@ def banner(cfg: Config, daemon: Daemon, choice: FabricChoice) -> str:
     return "\n".join(lines)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn re-raises a captured SIGTERM/SIGINT after shutdown, so the process would die *by* the
+    signal before netd's own cleanup runs; netd stops gracefully and exits 0 instead."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything else starts, so a busy port fails fast and clearly."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise NetdError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
 def serve(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning") -> int:
+    host, port = cfg.listen_address()
+    sock = bind(host, port)
     daemon, choice = build_daemon(cfg)
     stop = threading.Event()
     try:
         daemon.tick()  # first tick before listening, so /metrics is never empty once reachable
         loop = threading.Thread(target=daemon.run, args=(stop,), name="netd-loop", daemon=True)
         app = create_app(daemon.state, daemon.last_tick_age_s, cfg.interval)
-        host, port = cfg.listen_address()
-        server = uvicorn.Server(
+        server = _Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")
         )
         print(banner(cfg, daemon, choice), file=out, flush=True)
         loop.start()
-        server.run()  # returns on SIGINT/SIGTERM (uvicorn installs the handlers)
-        if not server.started:
-            print(f"netd: could not listen on {cfg.listen} (see the error above)", file=out)
-            return 1
+        server.run(sockets=[sock])  # returns on SIGINT/SIGTERM (uvicorn installs the handlers)
         return 0
     finally:
         stop.set()
         daemon.close()
+        sock.close()

@@ -91,6 +91,7 @@ class _Port:
     link_layer: str | None
     gid_types: tuple[str, ...]
     files: tuple[_File, ...]
+    paths: tuple[str, ...] = ()  # the files' paths, in order, for one batched read per tick
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +219,7 @@ class RdmaSysfs:
             link_layer=read_text(port_dir / "link_layer", _SOURCE) or None,
             gid_types=_gid_types(port_dir),
             files=tuple(files.values()),
+            paths=tuple(f.path for f in files.values()),
         )
 
     # -- per tick ---------------------------------------------------------------------------
@@ -225,13 +227,14 @@ class RdmaSysfs:
     def _read_port(self, device: str, driver: str | None, port: _Port) -> PortSample:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
-        for f in port.files:
-            try:
-                data = self._cache.read(f.path, _COUNTER_READ)
-                if data is not None and len(data) == _COUNTER_READ:  # not a counter's shape: read it all
+        for f, data in zip(port.files, self._cache.read_many(port.paths, _COUNTER_READ), strict=True):
+            if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # not a counter's shape: read it all
+                try:
                     data = self._cache.read(f.path)
-            except SourceError as exc:  # EISDIR, EIO, ...: this counter only
-                errors.append(f"{f.label}: {exc}")
+                except SourceError as exc:
+                    data = exc
+            if isinstance(data, SourceError):  # EISDIR, EIO, ...: this counter only
+                errors.append(f"{f.label}: {data}")
                 continue
             if data is None:
                 errors.append(f"{f.label}: unreadable")

@@ -1,0 +1,49 @@
+"""Shared fixtures: fake trees built with the real tree writer, free ports, a clean environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
+from netd.sources.ethtool import format_ethtool_text
+
+
+@pytest.fixture(autouse=True)
+def _clean_netd_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No NETD_* variable or /etc config of the developer's leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("NETD_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setattr("netd.config.DEFAULT_CONFIG_PATH", Path("/nonexistent/netd.toml"))
+
+
+@pytest.fixture
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def mlx5_host(tmp_path: Path) -> Iterator[tuple[Path, SysfsTree]]:
+    """A captured-looking host: one dual-port ConnectX (mlx5_0, mlx5_1) with ethtool captures, PFC on 3."""
+    root = tmp_path / "sys"
+    tree = SysfsTree(root)
+    (root / "ethtool").mkdir(parents=True)
+    for fn in range(2):
+        netdev = f"ens1f{fn}np{fn}"
+        tree.add_device(DeviceSpec(name=f"mlx5_{fn}", netdev=netdev, pci=f"0000:41:00.{fn}"))
+        write_ethtool(root, netdev, dict.fromkeys(mlx5_ethtool_names((3,)), 0))
+    yield root, tree
+    tree.close()
+
+
+def write_ethtool(root: Path, netdev: str, stats: dict[str, int]) -> None:
+    (root / "ethtool" / netdev).write_text(format_ethtool_text(stats))

@@ -1,0 +1,94 @@
+"""The composition root: fabric choice, ticks, published state, and the HTTP app over it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from netd.api.app import create_app
+from netd.config import load_config
+from netd.daemon import build_daemon, choose_fabric
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from tests.conftest import write_ethtool
+
+
+def test_fabric_choice(tmp_path: Path, mlx5_host):
+    root, _ = mlx5_host
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert choose_fabric(load_config(None, environ={}, overrides={"sysfs_root": empty})).emulated
+    hw = choose_fabric(load_config(None, environ={}, overrides={"sysfs_root": root}))
+    assert not hw.emulated and "mlx5_0, mlx5_1" in hw.reason
+    forced = load_config(None, environ={}, overrides={"sysfs_root": root, "fabric": "emulated"})
+    assert choose_fabric(forced).emulated
+
+
+def test_hardware_ticks_publish_rates_and_the_app_serves_them(mlx5_host):
+    root, tree = mlx5_host
+    cfg = load_config(None, environ={}, overrides={"sysfs_root": root, "host": "h1"})
+    daemon, choice = build_daemon(cfg)
+    assert not choice.emulated and daemon.emulator is None
+    clock = iter([0.0, 0.0, 10.0, 10.0, 11.0, 11.0])
+    daemon._clock = lambda: next(clock)
+    try:
+        app = create_app(daemon.state, daemon.last_tick_age_s, cfg.interval)
+        client = TestClient(app)
+        assert client.get("/v1/ports").status_code == 503  # nothing published yet
+        daemon.tick()
+        tree.set_counters("mlx5_0", 1, {"np_cnp_sent": 500, "port_rcv_data": 1000})
+        stats = dict.fromkeys(mlx5_ethtool_names((3,)), 0) | {"rx_prio3_pause": 100}
+        write_ethtool(root, "ens1f0np0", stats)
+        state = daemon.tick()
+        assert state.ticks == 2
+
+        doc = client.get("/v1/ports").json()
+        assert doc["host"] == "h1" and doc["emulated"] is False
+        port = doc["ports"][0]
+        assert (port["device"], port["netdev"]) == ("mlx5_0", "ens1f0np0")
+        assert port["counters"]["port_rcv_data"]["value"] == 4000  # words -> bytes
+        assert port["counters"]["np_cnp_sent"]["name"] == "cnp_sent"
+        assert port["ethtool"]["rx_prio3_pause"]["value"] == 100
+        assert client.get("/v1/ports/mlx5_1/1").json()["device"] == "mlx5_1"
+        assert client.get("/v1/ports/mlx5_9/1").status_code == 404
+        metrics = client.get("/metrics").text
+        assert 'netd_rdma_cnp_sent_total{device="mlx5_0",port="1"} 500.0' in metrics
+        assert 'netd_pfc_pause_frames_total{direction="rx",netdev="ens1f0np0",priority="3"} 100.0' in metrics
+        assert client.get("/healthz").json() == {"status": "ok"}
+    finally:
+        daemon.close()
+
+
+def test_readyz_follows_the_age_of_the_last_tick(mlx5_host):
+    root, _ = mlx5_host
+    cfg = load_config(None, environ={}, overrides={"sysfs_root": root})
+    daemon, _ = build_daemon(cfg)
+    now = [0.0]
+    daemon._clock = lambda: now[0]
+    try:
+        client = TestClient(create_app(daemon.state, daemon.last_tick_age_s, cfg.interval))
+        assert client.get("/readyz").status_code == 503
+        daemon.tick()
+        ready = client.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["ready"] is True
+        now[0] = daemon.state().observation.snapshot.monotonic + 60  # the loop is stuck
+        assert client.get("/readyz").status_code == 503
+    finally:
+        daemon.close()
+
+
+def test_emulated_daemon_reads_its_own_host(tmp_path: Path):
+    cfg = load_config(
+        None, environ={"NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu")}, overrides={"sysfs_root": tmp_path}
+    )
+    daemon, choice = build_daemon(cfg)
+    try:
+        assert choice.emulated and daemon.emulator is not None
+        daemon.tick()
+        state = daemon.tick()
+        snap = state.observation.snapshot
+        assert snap.emulated and snap.host == "emu-host0"
+        assert len(snap.ports) == 2 and set(snap.ethtool) == {"ens1f0np0", "ens1f1np1"}
+        assert daemon.collector.sysfs_root == tmp_path / "emu" / "host0"
+    finally:
+        daemon.close()
