@@ -7,12 +7,13 @@ Exit status: 0 success; 1 a check or source failed; 2 usage, configuration or
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,15 @@ NETD_<KEY> / NETD_<SECTION>_<KEY> environment variables override the file
 """
 
 
-def _common(p: argparse.ArgumentParser, listen: bool = True) -> None:
+# Commands and benchmarks that live with their feature: each module defines ``register(sub, common)``
+# (a command) or ``register_bench(sub)`` (a `netd bench` entry) and sets ``handler`` on its parser
+# with ``set_defaults``. A handler takes ``(args, cfg)`` and returns the exit status.
+COMMANDS: tuple[str, ...] = ()
+BENCHES: tuple[str, ...] = ()
+
+
+def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:
+    """--config, --sysfs-root and (for commands that talk to a daemon) --listen."""
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
     p.add_argument(
         "--sysfs-root", type=Path, metavar="DIR",
@@ -61,23 +70,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the daemon: collect every interval, serve /metrics and /v1")
-    _common(run)
+    common_options(run)
     run.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between ticks (default 1)")
     run.add_argument(
         "--fabric", choices=("auto", "hardware", "emulated"),
         help="auto (default): hardware when RDMA devices exist, else the emulated fabric",
     )  # fmt: skip
+    run.set_defaults(handler=_cmd_run)
 
     status = sub.add_parser("status", help="one table of per-port congestion signals")
-    _common(status)
+    common_options(status)
     status.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
                         help="sampling interval when reading a tree directly (default 1)")  # fmt: skip
     status.add_argument("--json", action="store_true", help="the full document: raw counters, totals, rates")
     status.add_argument("--watch", action="store_true", help="refresh every interval until interrupted")
     status.add_argument("--no-color", action="store_true", help="no ANSI colours (also: NO_COLOR set)")
+    # --interval and --sysfs-root mean "how to sample directly" here, not daemon settings
+    status.set_defaults(handler=_cmd_status, not_config=("interval", "sysfs_root"))
 
     check = sub.add_parser("check", help="probe every source; exit 1 if a configured source fails")
-    _common(check, listen=False)
+    common_options(check, listen=False)
+    check.set_defaults(handler=_cmd_check)
 
     bench = sub.add_parser("bench", help="benchmarks (print JSON)")
     bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
@@ -90,17 +103,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--sysfs-root", type=Path, metavar="DIR", help="measure this tree instead of building one"
     )
     collect.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
+    collect.set_defaults(handler=_cmd_bench_collect, needs_config=False)
+    for name in BENCHES:
+        importlib.import_module(name).register_bench(bench_sub)
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub, common_options)
     return parser
 
 
 def _config(args: argparse.Namespace) -> Config:
+    skip = getattr(args, "not_config", ())
     overrides: dict[str, Any] = {}
-    for key in ("listen", "interval", "fabric"):
+    for key in ("listen", "interval", "fabric", "sysfs_root"):
         value = getattr(args, key, None)
-        if value is not None and not (args.command == "status" and key == "interval"):
+        if value is not None and key not in skip:
             overrides[key] = value
-    if getattr(args, "sysfs_root", None) is not None and args.command != "status":
-        overrides["sysfs_root"] = args.sysfs_root
     return load_config(getattr(args, "config", None), overrides=overrides)
 
 
@@ -139,7 +156,7 @@ def _cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     return 1 if failed else 0
 
 
-def _cmd_bench(args: argparse.Namespace, cfg: Config | None) -> int:
+def _cmd_bench_collect(args: argparse.Namespace, cfg: Config | None) -> int:
     from netd.bench import bench_collect
 
     print(
@@ -155,10 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        if args.command == "bench":
-            return _cmd_bench(args, None)
-        cfg = _config(args)
-        handler = {"run": _cmd_run, "status": _cmd_status, "check": _cmd_check}[args.command]
+        cfg = _config(args) if getattr(args, "needs_config", True) else None
+        handler: Callable[[argparse.Namespace, Config | None], int] = args.handler
         return handler(args, cfg)
     except NetdError as exc:
         print(f"netd: {exc}", file=sys.stderr)
