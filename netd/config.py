@@ -62,6 +62,12 @@ class EmulatorConfig(_Section):
     state_dir: Path | None = None  # default: /run/netd/emulated as root, else a per-user temp dir
 
 
+class ApiConfig(_Section):
+    # Bearer token for mutating endpoints (tuner apply/rollback, hint pins): the first line of this
+    # file, or $NETD_API_TOKEN. Without one, mutating endpoints answer 403.
+    token_file: Path | None = None
+
+
 class Config(_Section):
     # mlx5 ethtool reads cost firmware commands (PPCNT per priority and group): keep >= 1 s on real hosts.
     interval: float = Field(1.0, ge=0.1, le=3600, description="seconds between ticks")
@@ -73,6 +79,7 @@ class Config(_Section):
     ethtool: EthtoolConfig = EthtoolConfig()
     verbs: VerbsConfig = VerbsConfig()
     emulator: EmulatorConfig = EmulatorConfig()
+    api: ApiConfig = ApiConfig()
 
     @field_validator("listen")
     @classmethod

@@ -107,7 +107,8 @@ def test_restart_cleans_its_own_leftovers(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    ("gbps", "text"), [(400, "400 Gb/sec (4X NDR)"), (200, "200 Gb/sec (2X NDR)"), (100, "100 Gb/sec (4X EDR)")]
+    ("gbps", "text"),
+    [(400, "400 Gb/sec (4X NDR)"), (200, "200 Gb/sec (2X NDR)"), (100, "100 Gb/sec (4X EDR)")],
 )
 def test_rate_text(gbps, text):
     assert rate_text(gbps) == text
