@@ -29,20 +29,34 @@ _PRIO_TRAFFIC = ("rx_prio{p}_bytes", "rx_prio{p}_packets", "rx_prio{p}_discards"
 _PRIO_PFC = ("rx_prio{p}_pause", "rx_prio{p}_pause_duration", "tx_prio{p}_pause", "tx_prio{p}_pause_duration",
              "rx_prio{p}_pause_transition")  # fmt: skip
 _STORM = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
+_GLOBAL_PAUSE = ("rx_global_pause", "rx_global_pause_duration", "tx_global_pause", "tx_global_pause_duration",
+                 "rx_global_pause_transition")  # fmt: skip
 _PRIO_BUFFER = ("rx_prio{p}_buf_discard", "rx_prio{p}_cong_discard", "rx_prio{p}_marked")
 # A taste of the per-ring software counters that make real captures long.
 _RING = ("rx{r}_packets", "rx{r}_bytes", "rx{r}_csum_complete", "tx{r}_packets", "tx{r}_bytes", "ch{r}_poll",
          "ch{r}_arm", "ch{r}_events")  # fmt: skip
 
 
-def mlx5_ethtool_names(pfc_priorities: Iterable[int] = (3,), rings: int = 8) -> list[str]:
-    """All stat names of one mlx5 netdev with PFC enabled on ``pfc_priorities``."""
+def mlx5_ethtool_names(
+    pfc_priorities: Iterable[int] = (3,),
+    rings: int = 8,
+    *,
+    global_pause: bool = False,
+    storm_trailing_space: bool = False,
+) -> list[str]:
+    """All stat names of one mlx5 netdev with PFC enabled on ``pfc_priorities``.
+
+    ``global_pause``: 802.3x pause configured instead of (or beside) PFC. ``storm_trailing_space``:
+    older kernels printed the storm names with a trailing space (fixed upstream later).
+    """
     prios = sorted(set(pfc_priorities))
     names = list(_HEAD)
     names += [n.format(p=p) for p in range(8) for n in _PRIO_TRAFFIC]
     names += [n.format(p=p) for p in prios for n in _PRIO_PFC]
-    if prios:
-        names += _STORM
+    if global_pause:
+        names += _GLOBAL_PAUSE
+    # The stall (storm) counters depend on device caps (PCAM pfcc_mask, stall_detect), not on PFC state.
+    names += [name + (" " if storm_trailing_space else "") for name in _STORM]
     names += [n.format(p=p) for p in range(8) for n in _PRIO_BUFFER]
     names += [n.format(r=r) for r in range(rings) for n in _RING]
     return names

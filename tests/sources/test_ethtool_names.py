@@ -6,58 +6,15 @@ from typing import Any
 
 import pytest
 
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.sources.ethtool_names import PFC_DIRECTIONS, PRIORITIES, EthtoolSignals, parse_signals
-
-_GLOBAL = (
-    "rx_out_of_buffer rx_if_down_packets rx_vport_rdma_unicast_packets rx_vport_rdma_unicast_bytes "
-    "tx_vport_rdma_unicast_packets tx_vport_rdma_unicast_bytes tx_packets_phy rx_packets_phy "
-    "rx_crc_errors_phy tx_bytes_phy rx_bytes_phy rx_symbol_err_phy rx_pause_ctrl_phy tx_pause_ctrl_phy "
-    "rx_discards_phy tx_discards_phy tx_errors_phy link_down_events_phy rx_pcs_symbol_err_phy "
-    "rx_corrected_bits_phy rx_buffer_passed_thres_phy rx_pci_signal_integrity tx_pci_signal_integrity "
-    "outbound_pci_buffer_overflow outbound_pci_stalled_rd outbound_pci_stalled_wr "
-    "outbound_pci_stalled_rd_events outbound_pci_stalled_wr_events"
-).split()
-_PER_PRIO = (
-    "rx_prio{p}_bytes",
-    "rx_prio{p}_packets",
-    "rx_prio{p}_discards",
-    "tx_prio{p}_bytes",
-    "tx_prio{p}_packets",
-)
-_PFC = (
-    "rx_prio{p}_pause",
-    "rx_prio{p}_pause_duration",
-    "tx_prio{p}_pause",
-    "tx_prio{p}_pause_duration",
-    "rx_prio{p}_pause_transition",
-)
-_GLOBAL_PAUSE = (
-    "rx_global_pause",
-    "rx_global_pause_duration",
-    "tx_global_pause",
-    "tx_global_pause_duration",
-    "rx_global_pause_transition",
-)
-_BUFFER = ("rx_prio{p}_buf_discard", "rx_prio{p}_cong_discard", "rx_prio{p}_marked")
 
 
 def mlx5_names(
     pfc: tuple[int, ...] = (3,), *, global_pause: bool = False, storm_space: bool = False, rings: int = 2
 ) -> list[str]:
-    """The §8 name list in driver order; shared with test_ethtool.py."""
-    names = list(_GLOBAL)
-    names += [n.format(p=p) for p in PRIORITIES for n in _PER_PRIO]
-    names += [n.format(p=p) for p in pfc for n in _PFC]
-    names += list(_GLOBAL_PAUSE) if global_pause else []
-    tail = " " if storm_space else ""
-    names += [f"tx_pause_storm_warning_events{tail}", f"tx_pause_storm_error_events{tail}"]
-    names += [n.format(p=p) for p in PRIORITIES for n in _BUFFER]
-    names += [
-        f"{kind}{r}_{c}"
-        for r in range(rings)
-        for kind, c in (("rx", "packets"), ("rx", "bytes"), ("ch", "poll"), ("tx", "packets"), ("tx", "nop"))
-    ]
-    return names
+    """The §8 name list in driver order (the emulator's generator); shared with test_ethtool.py."""
+    return mlx5_ethtool_names(pfc, rings, global_pause=global_pause, storm_trailing_space=storm_space)
 
 
 def mlx5_stats(pfc: tuple[int, ...] = (3,), **kw: Any) -> dict[str, int]:
