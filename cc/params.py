@@ -15,8 +15,12 @@ reads the mlx5 value as the paper's parameter:
   in 1/1024 units, so ``rp_gd`` = 11 is the paper's alpha/2 and 10 is a cut of alpha.
 * ``rp_min_dec_fac`` (a cut never leaves less than this % of the rate), ``rp_rate_reduce_monitor_period``
   (at most one cut per period), ``rp_initial_alpha_value`` / ``rp_rate_to_set_on_first_cnp`` (first-CNP
-  behaviour) and ``rp_clamp_tgt_rate`` (with 0, Rt <- Rc only if a timer increase happened since the
-  last cut) are mlx5 refinements; :meth:`DcqcnParams.paper` sets them so they do not bind.
+  behaviour) and ``rp_clamp_tgt_rate`` / ``rp_clamp_tgt_rate_ati`` are mlx5 refinements;
+  :meth:`DcqcnParams.paper` sets them so they do not bind. NVIDIA documents the clamp pair as: with
+  ``clamp_tgt_rate`` 1 every cut sets Rt <- Rc; with 0 "the target rate is updated to the current
+  rate only on the first decrement after the increment event", where ``clamp_tgt_rate_after_time_inc``
+  1 (the default) lets a timer increase count as well as a byte-counter one. (HPCC's simulator models
+  only the timer case; the documented rule is used here.)
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "rp_initial_alpha_value": (1, 1023),
     "rp_rate_to_set_on_first_cnp": (0, MAX_RATE_MBPS),
     "rp_clamp_tgt_rate": (0, 1),
+    "rp_clamp_tgt_rate_ati": (0, 1),
     # NIC notification point
     "np_min_time_between_cnps": (0, 4095),
     # switch congestion point and PFC (bytes; pmax is a probability)
@@ -85,6 +90,7 @@ class DcqcnParams:
     rp_initial_alpha_value: int = 1023  # alpha on the first CNP, in 1/1024
     rp_rate_to_set_on_first_cnp: int = 0  # Mb/s, 0 = cut normally
     rp_clamp_tgt_rate: int = 0  # 1 = Rt <- Rc on every cut
+    rp_clamp_tgt_rate_ati: int = 1  # 1 = a timer increase also re-arms Rt <- Rc (not only the byte counter)
     np_min_time_between_cnps: int = 4  # µs, NP sends at most one CNP per flow per interval
     kmin_bytes: int = 800_000
     kmax_bytes: int = 3_200_000
