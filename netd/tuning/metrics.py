@@ -1,0 +1,41 @@
+"""Prometheus families of the tuner (docs/metrics.md, docs/tuning.md).
+
+``netd_dcqcn_param{device,name}``: each DCQCN parameter in force as last read from the device (in the
+device's units; see the vocabulary in netd.tuning.knobs). ``netd_tuner_actions_total{action}``: the
+tuner's decisions (hold, change, rollback) and the applier's results (applied, apply_failed,
+rolled_back, crash_recovered) since start. Built at scrape time from the service's last reads: a
+scrape never touches a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from netd.tuning.service import TuningService
+
+__all__ = ["TuningCollector"]
+
+
+class TuningCollector(Collector):
+    def __init__(self, service: TuningService) -> None:
+        self._service = service
+
+    def collect(self) -> Iterator[Metric]:
+        params = GaugeMetricFamily(
+            "netd_dcqcn_param",
+            "DCQCN parameter in force on the device (mlx5 cc_params name, device units).",
+            labels=["device", "name"],
+        )
+        for device, values in sorted(self._service.values.items()):
+            for name, value in sorted(values.items()):
+                params.add_metric([device, name], value)
+        yield params
+        actions = CounterMetricFamily(
+            "netd_tuner_actions", "DCQCN tuner decisions and applier results since start.", labels=["action"]
+        )
+        for action, count in sorted(self._service.actions.items()):
+            actions.add_metric([action], count)
+        yield actions

@@ -1,0 +1,55 @@
+"""Building the tuning service for `netd run` (the composition root calls :func:`start_tuning`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import APIRouter
+from prometheus_client.registry import Collector
+
+from netd.api.auth import load_token
+from netd.config import Config
+from netd.errors import NetdError
+from netd.exporter import ExporterState
+from netd.tuning.api import tuning_router
+from netd.tuning.metrics import TuningCollector
+from netd.tuning.service import TuningService
+
+__all__ = ["TuningParts", "start_tuning"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TuningParts:
+    service: TuningService | None
+    routers: tuple[APIRouter, ...]
+    collectors: tuple[Collector, ...]
+    banner: str | None
+
+    def close(self) -> None:
+        if self.service is not None:
+            self.service.close()
+
+
+def start_tuning(cfg: Config, sysfs_root: Path, state: Callable[[], ExporterState | None]) -> TuningParts:
+    """The running service, its /v1/tuning router and its metrics; without them (and a banner line
+    saying why) when tuning is off or cannot start — the daemon itself keeps running."""
+    if cfg.tuning.mode == "off":
+        return TuningParts(None, (), (), None)
+    try:
+        service = TuningService(cfg, sysfs_root, state)
+    except NetdError as exc:
+        log.error("DCQCN tuning disabled: %s", exc)
+        return TuningParts(None, (), (), f"  DCQCN tuning disabled: {exc}")
+    service.start()
+    devices = ", ".join(t.device for t in service.applier.trees) or "no device with DCQCN parameters"
+    line = f"  DCQCN tuning: {cfg.tuning.mode} every {cfg.tuning.interval:g} s ({devices}); GET /v1/tuning"
+    if service.last_outcome is not None and service.last_outcome.state.startswith("recover"):
+        line += f"\n  DCQCN tuning: interrupted change set {service.last_outcome.txid} rolled back at start"
+    return TuningParts(
+        service, (tuning_router(service, load_token(cfg.api.token_file)),), (TuningCollector(service),), line
+    )

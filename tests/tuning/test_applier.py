@@ -1,0 +1,249 @@
+"""Reading, writing, journaling and undoing DCQCN parameters on fake debugfs and OFED trees."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from netd.errors import TuningError
+from netd.tuning import applier as applier_module
+from netd.tuning.applier import Applier
+from netd.tuning.journal import Journal
+from netd.tuning.knobs import KNOBS, by_name, tunable_names
+from netd.tuning.trees import discover, read_value
+from tests.tuning.conftest import build_host, trees_of
+
+TARGET = {"rp_ai_rate": 20, "rp_time_reset": 150, "np_min_time_between_cnps": 8}
+
+
+def values(root: Path) -> dict[str, dict[str, int]]:
+    return {t.device: t.read() for t in trees_of(root)}
+
+
+def applier(root: Path, journal_dir: Path, **kw: object) -> Applier:
+    return Applier(trees_of(root), Journal(journal_dir), **kw)  # type: ignore[arg-type]
+
+
+def test_debugfs_tree_is_found_through_the_pci_function_and_reads_the_vocabulary(debugfs_host: Path) -> None:
+    trees = trees_of(debugfs_host)
+    assert [(t.device, t.kind, t.pci) for t in trees] == [
+        ("mlx5_0", "debugfs", "0000:41:00.0"),
+        ("mlx5_1", "debugfs", "0000:41:00.1"),
+    ]
+    got = trees[0].read()
+    assert set(got) == {k.name for k in KNOBS}  # all 22 upstream files
+    assert (got["rp_ai_rate"], got["rp_time_reset"], got["np_min_time_between_cnps"]) == (5, 300, 4)
+    assert trees[0].enabled_priorities() is None
+
+
+def test_ofed_tree_maps_rpg_names_to_the_same_vocabulary(ofed_host: Path) -> None:
+    trees = trees_of(ofed_host)
+    assert [(t.device, t.kind, t.netdev) for t in trees] == [
+        ("mlx5_0", "ofed", "ens1f0np0"),
+        ("mlx5_1", "ofed", "ens1f1np1"),
+    ]
+    got = trees[0].read()
+    assert (got["rp_ai_rate"], got["rp_time_reset"], got["np_min_time_between_cnps"]) == (5, 300, 4)
+    assert "np_cnp_prio_mode" not in got  # no OFED equivalent: absent, not 0
+    assert trees[0].file(by_name("rp_ai_rate")) == trees[0].path / "roce_rp" / "rpg_ai_rate"
+    assert trees[0].enabled_priorities() == {"roce_rp": (3,), "roce_np": (3,)}
+
+
+def test_debugfs_wins_over_ofed_and_a_device_without_either_is_reported(tmp_path: Path) -> None:
+    both = build_host(tmp_path / "both", "both")
+    bare = build_host(tmp_path / "bare", "none", devices=1)
+    try:
+        assert {t.kind for t in trees_of(tmp_path / "both")} == {"debugfs"}
+        trees, notes = discover(tmp_path / "bare", tmp_path / "bare" / "kernel" / "debug")
+        assert trees == [] and "mlx5_0: no DCQCN parameters found" in notes[0]
+    finally:
+        both.close()
+        bare.close()
+
+
+def test_every_tunable_knob_is_a_debugfs_file_with_a_checked_range() -> None:
+    assert set(tunable_names()) >= {
+        "rp_ai_rate",
+        "rp_hai_rate",
+        "rp_time_reset",
+        "rp_dce_tcp_g",
+        "rp_min_rate",
+        "np_min_time_between_cnps",
+    }
+    knob = by_name("rp_time_reset")
+    assert (knob.lo, knob.hi, knob.default, knob.unit) == (1, 131_071, 300, "us")
+    assert (by_name("np_min_time_between_cnps").hi, by_name("np_min_time_between_cnps").default) == (4095, 4)
+    with pytest.raises(ValueError, match="rp_time_reset=200000 outside"):
+        knob.check(200_000)
+    with pytest.raises(ValueError, match="unknown DCQCN parameter"):
+        by_name("rp_nonsense")
+
+
+@pytest.mark.parametrize("kind", ["debugfs", "ofed"])
+def test_apply_then_rollback_round_trips(tmp_path: Path, kind: str) -> None:
+    tree = build_host(tmp_path / "host", kind)
+    root = tmp_path / "host"
+    try:
+        before = values(root)
+        a = applier(root, tmp_path / "journal")
+        plan = a.plan(TARGET)
+        assert len(plan) == 2 * len(TARGET)  # every knob on both devices
+        outcome = a.apply(plan, source="test", reason="round trip")
+        assert outcome.state == "applied" and outcome.error is None
+        after = values(root)
+        assert all(after[d][name] == v for d in after for name, v in TARGET.items())
+        assert a.plan(TARGET) == []  # nothing left to do: idempotent
+        journal = Journal(tmp_path / "journal")
+        assert journal.pending() is None and journal.history()[-1]["state"] == "applied"
+
+        undo = a.rollback(source="test")
+        assert undo.state == "applied" and values(root) == before
+        assert a.rollback(source="test").state == "nothing"  # the undo itself is not undone
+    finally:
+        tree.close()
+
+
+def test_plan_refuses_values_outside_the_device_range_or_the_safety_bounds(
+    debugfs_host: Path, tmp_path: Path
+) -> None:
+    a = applier(debugfs_host, tmp_path / "j", bounds={"rp_ai_rate": (1, 50)})
+    with pytest.raises(ValueError, match="outside the device range"):
+        a.plan({"rp_time_reset": 0})
+    with pytest.raises(TuningError, match="outside the configured safety bounds"):
+        a.plan({"rp_ai_rate": 80})
+    assert values(debugfs_host)["mlx5_0"]["rp_ai_rate"] == 5
+
+
+def test_a_write_failing_halfway_undoes_the_writes_already_made(
+    debugfs_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = values(debugfs_host)
+    real = applier_module.write_value
+    calls = []
+
+    def flaky(path: Path, value: int) -> None:
+        calls.append(path)
+        if len(calls) == 4:  # firmware refuses the fourth write of six
+            raise TuningError(f"writing {value} to {path} failed: Input/output error")
+        real(path, value)
+
+    monkeypatch.setattr(applier_module, "write_value", flaky)
+    a = applier(debugfs_host, tmp_path / "journal")
+    outcome = a.apply(a.plan(TARGET), source="test", reason="halfway")
+    assert outcome.state == "failed" and "Input/output error" in (outcome.error or "")
+    assert len(outcome.undone) == 3  # the three good writes, put back newest first (not the failed one)
+    assert values(debugfs_host) == before
+    record = Journal(tmp_path / "journal").history()[-1]
+    assert record["state"] == "failed" and Journal(tmp_path / "journal").pending() is None
+
+
+def test_a_value_that_reads_back_different_fails_and_is_undone(
+    debugfs_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = values(debugfs_host)
+    real = applier_module.write_value
+
+    def clamping(path: Path, value: int) -> None:  # firmware keeps the timer at 200 µs or more
+        real(path, max(value, 200) if path.name == "rp_time_reset" else value)
+
+    monkeypatch.setattr(applier_module, "write_value", clamping)
+    a = applier(debugfs_host, tmp_path / "journal")
+    outcome = a.apply(a.plan({"rp_ai_rate": 20, "rp_time_reset": 100}), source="test", reason="clamped")
+    assert outcome.state == "failed"
+    assert "wrote 100 but it reads back 200" in (outcome.error or "")
+    assert values(debugfs_host) == before
+
+
+def test_a_crash_mid_apply_is_rolled_back_at_the_next_start(
+    debugfs_host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = values(debugfs_host)
+    real = applier_module.write_value
+    calls = []
+
+    def dying(path: Path, value: int) -> None:
+        calls.append(path)
+        if len(calls) == 3:
+            raise SystemExit("power cut")  # not a TuningError: nothing in-process cleans up
+        real(path, value)
+
+    monkeypatch.setattr(applier_module, "write_value", dying)
+    a = applier(debugfs_host, tmp_path / "journal")
+    with pytest.raises(SystemExit):
+        a.apply(a.plan(TARGET), source="test", reason="crash")
+    assert values(debugfs_host) != before  # two files were changed when it died
+    assert Journal(tmp_path / "journal").pending() is not None
+
+    monkeypatch.setattr(applier_module, "write_value", real)
+    restarted = applier(debugfs_host, tmp_path / "journal")
+    outcome = restarted.recover()
+    assert outcome is not None and outcome.state == "recovered" and len(outcome.undone) == 2
+    assert values(debugfs_host) == before
+    assert Journal(tmp_path / "journal").pending() is None
+    assert restarted.recover() is None
+
+
+def test_a_process_killed_mid_apply_leaves_a_journal_that_recovery_rolls_back(
+    debugfs_host: Path, tmp_path: Path
+) -> None:
+    before = values(debugfs_host)
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from netd.tuning import applier as m
+        from netd.tuning.journal import Journal
+        from netd.tuning.trees import discover
+        real, n = m.write_value, []
+        def write(path, value):
+            n.append(path)
+            if len(n) == 4:
+                os.kill(os.getpid(), signal.SIGKILL)
+            real(path, value)
+        m.write_value = write
+        root = Path({str(debugfs_host)!r})
+        trees, _ = discover(root, root / "kernel" / "debug")
+        a = m.Applier(trees, Journal(Path({str(tmp_path / "journal")!r})))
+        a.apply(a.plan({TARGET!r}), source="test", reason="killed")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[2], timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    pending = json.loads((tmp_path / "journal" / "pending.json").read_text())
+    assert len(pending["writes"]) == 6 and values(debugfs_host) != before
+    outcome = applier(debugfs_host, tmp_path / "journal").recover()
+    assert outcome is not None and outcome.state == "recovered"
+    assert values(debugfs_host) == before
+
+
+def test_rollback_leaves_alone_a_file_changed_since(debugfs_host: Path, tmp_path: Path) -> None:
+    a = applier(debugfs_host, tmp_path / "journal")
+    a.apply(a.plan({"rp_ai_rate": 20, "rp_time_reset": 150}), source="test", reason="first")
+    hand = trees_of(debugfs_host)[0].path / "rp_ai_rate"
+    hand.write_text("40\n")  # an operator changed it by hand afterwards
+    outcome = a.rollback(source="test")
+    assert outcome.state == "applied"
+    assert read_value(hand) == 40  # theirs, kept
+    assert (
+        values(debugfs_host)["mlx5_0"]["rp_time_reset"] == 300
+        and values(debugfs_host)["mlx5_1"]["rp_ai_rate"] == 5
+    )
+
+
+def test_corrupt_journal_and_concurrent_use_are_refused_clearly(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal")
+    (tmp_path / "journal" / "pending.json").write_text("{not json")
+    with pytest.raises(TuningError, match="pending.json is corrupt"):
+        journal.pending()
+    with (
+        journal.locked(),
+        pytest.raises(TuningError, match="is locked"),
+        Journal(tmp_path / "journal").locked(),
+    ):
+        pass
+    assert os.stat(tmp_path / "journal").st_mode & 0o777 == 0o700

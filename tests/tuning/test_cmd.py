@@ -1,0 +1,61 @@
+"""`netd tune` as a user runs it: dry run on the emulated fabric, applying to a tree, rolling back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from netd.cli import main
+from tests.tuning.conftest import build_host, trees_of
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_port: int) -> Path:
+    """No daemon at the listen address, no RDMA device under the sysfs root, a private journal."""
+    empty = tmp_path / "sys"
+    empty.mkdir()
+    monkeypatch.setenv("NETD_SYSFS_ROOT", str(empty))
+    monkeypatch.setenv("NETD_LISTEN", f"127.0.0.1:{free_port}")
+    monkeypatch.setenv("NETD_TUNING_STATE_DIR", str(tmp_path / "journal"))
+    return tmp_path
+
+
+def test_dry_run_on_the_emulated_fabric_prints_an_explained_recommendation(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", "--dry-run", "--seconds", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "temporary emulated fabric" in out
+    assert out.count("why: ") >= 2 and ("CHANGE" in out or "HOLD" in out)
+    assert "signals: utilisation" in out  # the signals the decision read
+
+
+def test_json_output_and_apply_needs_something_to_apply_to(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["tune", "--seconds", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert doc["recommendation"]["action"] in ("hold", "change") and set(doc["in_force"]) == {
+        "mlx5_0",
+        "mlx5_1",
+    }
+    assert main(["tune", "--apply"]) == 2
+    assert "nothing to apply to" in capsys.readouterr().err
+
+
+def test_apply_to_a_tree_and_roll_back(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tree = build_host(isolated / "host", "debugfs")
+    try:
+        root = isolated / "host"
+        # An idle captured tree: no traffic counters move, so the tuner holds and nothing is written.
+        assert main(["tune", "--apply", "--sysfs-root", str(root), "--seconds", "1"]) == 0
+        out = capsys.readouterr().out
+        assert "HOLD" in out and "apply: nothing to write" in out
+        assert main(["tune", "--rollback", "--sysfs-root", str(root)]) == 2
+        assert "no applied change set" in capsys.readouterr().err
+        values = {t.device: t.read()["rp_ai_rate"] for t in trees_of(root)}
+        assert values == {"mlx5_0": 5, "mlx5_1": 5}
+    finally:
+        tree.close()
