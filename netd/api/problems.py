@@ -1,0 +1,127 @@
+"""Errors as RFC 9457 problem details (``application/problem+json``) on every route.
+
+* HTTP errors raised by a route (``HTTPException``) keep their status, detail and headers
+  (``WWW-Authenticate`` on 401) and get ``type: about:blank`` with the status phrase as ``title``.
+* Request validation errors answer 422 with ``type: urn:netd:problem:invalid-request`` and an
+  ``errors`` list naming each bad field (``query.limit``, ``body.NodeNames``) and why.
+* Anything unexpected answers 500 without internals in the body; the traceback goes to the log.
+
+The OpenAPI schema documents the same: every operation's 422 (and the shared 4xx/5xx) response is a
+:class:`Problem` with the problem+json media type.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+__all__ = ["PROBLEM_JSON", "Problem", "install_problem_handlers", "problem_response"]
+
+log = logging.getLogger(__name__)
+PROBLEM_JSON = "application/problem+json"
+VALIDATION_TYPE = "urn:netd:problem:invalid-request"
+
+
+class FieldProblem(BaseModel):
+    location: str = Field(description="where: query.<name>, path.<name>, body.<field>...")
+    message: str
+    input: Any = None
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = Field("about:blank", description="a URI naming the problem type")
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = Field(None, description="the request path")
+    errors: list[FieldProblem] | None = Field(None, description="invalid request fields (422 only)")
+
+
+def problem_response(
+    status: int,
+    detail: str | None,
+    instance: str,
+    *,
+    type_: str = "about:blank",
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {"type": type_, "title": HTTPStatus(status).phrase, "status": status}
+    if detail:
+        body["detail"] = detail
+    body["instance"] = instance
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(jsonable_encoder(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _location(loc: tuple[Any, ...] | list[Any]) -> str:
+    return ".".join(str(p) for p in loc) or "request"
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else None
+    return problem_response(exc.status_code, detail, request.url.path, headers=getattr(exc, "headers", None))
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"location": _location(e.get("loc", ())), "message": e.get("msg", "invalid"), "input": e.get("input")}
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else None
+    detail = f"{first['location']}: {first['message']}" if first else "invalid request"
+    if len(errors) > 1:
+        detail += f" (and {len(errors) - 1} more)"
+    return problem_response(422, detail, request.url.path, type_=VALIDATION_TYPE, errors=errors)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error serving %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response(500, "internal error; see the netd log", request.url.path)
+
+
+def _problem_openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    defs = components["Problem"].pop("$defs", {})
+    components.update(defs)
+    ref = {"$ref": "#/components/schemas/Problem"}
+    for path in schema.get("paths", {}).values():
+        for op in path.values():
+            responses = op.setdefault("responses", {})
+            if "422" in responses:
+                responses["422"] = {
+                    "description": "Invalid request",
+                    "content": {PROBLEM_JSON: {"schema": ref}},
+                }
+            responses.setdefault(
+                "default", {"description": "Error", "content": {PROBLEM_JSON: {"schema": ref}}}
+            )
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)
+    app.openapi_schema = schema
+    return schema
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected)
+    app.openapi = lambda: _problem_openapi(app)  # type: ignore[method-assign]

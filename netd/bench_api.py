@@ -1,0 +1,210 @@
+"""`netd bench api`: latency of /v1/congestion and /scheduler/prioritize under load, and what that load
+does to the daemon's tick.
+
+One process holds what `netd run` holds: the daemon ticking on the emulated fabric in its thread and
+uvicorn serving the app on a loopback port. The app's congestion view is a synthetic cluster
+(``--nodes`` nodes x 8 rails under ToRs of 8 nodes and two spines, re-scored by the real scorer every
+tick interval), so the routes answer at the size a fabric service sees and their per-snapshot caches
+are invalidated as often as the daemon ticks. Two
+load-generator processes (netd.bench_load) then send open-loop requests at ``--rate`` per second each:
+``GET /v1/congestion?scope=port`` and ``POST /scheduler/prioritize`` with a ``--nodes``-name payload.
+Tick durations are recorded first with no load, then under load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import uvicorn
+
+from netd.api.app import create_app
+from netd.api.service_view import ClusterSnapshot
+from netd.config import load_config
+from netd.congestion import Components
+from netd.congestion_state import CongestionScorer, PortInput
+from netd.daemon import build_daemon
+from netd.errors import BenchError
+
+__all__ = ["SyntheticCluster", "bench_api", "register_bench"]
+
+
+class SyntheticCluster:
+    """A cluster view of ``nodes`` nodes x ``rails`` ports (ToRs of 8 nodes, two spines), re-scored by
+    the real scorer at every :meth:`refresh` with fresh random signals (10% of ports hot), the way
+    ``netd fabric`` re-scores at every Prometheus refresh."""
+
+    def __init__(self, nodes: int, rails: int = 8, seed: int = 1) -> None:
+        self.nodes, self.rails = nodes, rails
+        self._rng = random.Random(seed)
+        self._scorer = CongestionScorer()
+        self.snap: ClusterSnapshot | None = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        rng, inputs = self._rng, []
+        for n in range(self.nodes):
+            for r in range(self.rails):
+                hot = rng.random() < 0.1
+                comps = Components(
+                    ce_fraction=rng.uniform(0.01, 0.06) if hot else rng.uniform(0, 0.002),
+                    cnp_per_packet=rng.uniform(0, 0.003),
+                    pause_fraction=rng.uniform(0, 0.05),
+                    loss_per_packet=0.0,
+                )
+                inputs.append(PortInput(f"node-{n:03d}", f"mlx5_{r}", 1, comps, netdev=f"ens{r}np0",
+                                        tor=f"leaf-{n // 8}", spine="spine-a+spine-b", rail=r))  # fmt: skip
+        now = time.time()
+        report = self._scorer.update(inputs, now)
+        self.snap = ClusterSnapshot("fabric", now, True, None, report, "synthetic cluster for netd bench api")
+
+    def current(self) -> ClusterSnapshot | None:
+        return self.snap
+
+    def peers(self, label: str, group: str) -> Mapping[str, int] | None:
+        return None
+
+
+def _thread_cpu_s(tid: int | None) -> float:
+    """User + system CPU seconds of one thread of this process (/proc, clock ticks)."""
+    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return round(float(np.percentile(values, q)), 3) if values else None
+
+
+def _load(url: str, rate: float, seconds: float, body: Path | None) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "netd.bench_load", url, "--rate", str(rate), "--seconds", str(seconds)]
+    if body is not None:
+        cmd += ["--body", str(body)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+
+
+def _summary(proc: subprocess.Popen[str], seconds: float) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=seconds + 60)
+    if proc.returncode != 0:
+        raise BenchError(f"load generator failed with exit status {proc.returncode}")
+    doc = json.loads(out)
+    lat = doc["latencies_ms"]
+    return {
+        "rps": round(len(lat) / doc["elapsed_s"], 1),
+        "p50_ms": _percentile(lat, 50),
+        "p99_ms": _percentile(lat, 99),
+        "max_ms": _percentile(lat, 100),
+        "errors": doc["errors"],
+        "answered": len(lat),
+    }
+
+
+def bench_api(
+    seconds: float = 10.0, rate: float = 200.0, nodes: int = 100, interval: float = 0.25
+) -> dict[str, Any]:
+    if seconds <= 0 or rate <= 0 or nodes < 1:
+        raise BenchError("--seconds and --rate must be > 0 and --nodes >= 1")
+    with tempfile.TemporaryDirectory(prefix="netd-bench-api-") as tmp:
+        environ = {"NETD_NCCL_SOCKET": os.path.join(tmp, "nccl.sock")}  # never the machine-wide socket
+        overrides = {"fabric": "emulated", "interval": interval, "emulator": {"state_dir": Path(tmp) / "emu"}}
+        cfg = load_config(None, environ=environ, overrides=overrides)
+        daemon, _ = build_daemon(cfg)
+        ticks: list[float] = []
+        tick = daemon.tick
+
+        def timed_tick() -> Any:
+            t0 = time.perf_counter()
+            result = tick()
+            ticks.append((time.perf_counter() - t0) * 1000.0)
+            return result
+
+        daemon.tick = timed_tick  # type: ignore[method-assign]
+        stop = threading.Event()
+        daemon.tick()
+        view = SyntheticCluster(nodes)
+        app = create_app(daemon.state, daemon.last_tick_age_s, interval, view=view, scheduler=cfg.scheduler)
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
+
+        def rescore() -> None:  # the cluster view changes as often as the daemon ticks
+            while not stop.wait(interval):
+                view.refresh()
+
+        threads = [threading.Thread(target=daemon.run, args=(stop,), daemon=True),
+                   threading.Thread(target=rescore, daemon=True),
+                   threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)]  # fmt: skip
+        body = Path(tmp) / "prioritize.json"
+        pod = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
+        body.write_text(
+            json.dumps({"Pod": pod, "Nodes": None, "NodeNames": [f"node-{n:03d}" for n in range(nodes)]})
+        )
+        try:
+            for t in threads:
+                t.start()
+            while not server.started:
+                time.sleep(0.01)
+            ticks.clear()
+            time.sleep(seconds)  # idle
+            idle = list(ticks)
+            ticks.clear()
+            server_tid = threads[-1].native_id
+            cpu0 = _thread_cpu_s(server_tid)
+            base = f"http://127.0.0.1:{port}"
+            congestion = _load(f"{base}/v1/congestion?scope=port&limit=100", rate, seconds, None)
+            prioritize = _load(f"{base}/scheduler/prioritize", rate, seconds, body)
+            result_c, result_p = _summary(congestion, seconds), _summary(prioritize, seconds)
+            loaded = list(ticks)
+            # CPU of the HTTP thread per request answered: unlike latencies on a shared machine, this
+            # does not depend on what else runs there
+            server_cpu = _thread_cpu_s(server_tid) - cpu0
+            answered = result_c["answered"] + result_p["answered"]
+        finally:
+            stop.set()
+            server.should_exit = True
+            for t in threads:
+                t.join(timeout=10)
+            sock.close()
+            daemon.close()
+    return {
+        "congestion": result_c,
+        "prioritize": result_p,
+        "tick_p99_ms_idle": _percentile(idle, 99),
+        "tick_p99_ms_load": _percentile(loaded, 99),
+        "server_cpu_ms_per_request": round(server_cpu / answered * 1000.0, 3) if answered else None,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "ticks_idle": len(idle),
+        "ticks_load": len(loaded),
+        "seconds": seconds,
+        "rate_per_route": rate,
+        "nodes": nodes,
+        "interval_s": interval,
+    }
+
+
+def _cmd(args: Any, cfg: Any) -> int:
+    print(json.dumps(bench_api(args.seconds, args.rate, args.nodes, args.interval), indent=2))
+    return 0
+
+
+def register_bench(sub: Any) -> None:
+    p = sub.add_parser(
+        "api", help="latency of /v1/congestion and /scheduler/prioritize under load; tick impact"
+    )
+    p.add_argument("--seconds", type=float, default=15.0, help="length of the idle and the loaded phase (15)")
+    p.add_argument("--rate", type=float, default=200.0, help="requests per second per route (200)")
+    p.add_argument("--nodes", type=int, default=100, help="nodes in the cluster view and the payload (100)")
+    p.add_argument("--interval", type=float, default=0.5, help="daemon tick interval, seconds (0.5)")
+    p.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
+    p.set_defaults(handler=_cmd, needs_config=False)

@@ -1,0 +1,64 @@
+"""Instant queries against a Prometheus server's HTTP API (``GET /api/v1/query``).
+
+The cluster view (``netd fabric``) reads every host's netd series through this client: Prometheus is
+the distributed engine (scraping, federation, Thanos/Mimir behind the same API); netd does not gossip.
+Each answer is a list of ``(labels, value)`` for an instant vector; anything else (an HTTP error, a
+PromQL error, a timeout, a non-vector result) raises :class:`SourceError` naming the query.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+
+from netd.errors import SourceError
+
+__all__ = ["PrometheusClient", "Sample", "promql_string"]
+
+_SOURCE = "prometheus"
+Sample = tuple[dict[str, str], float]
+
+
+def promql_string(value: str) -> str:
+    """A PromQL double-quoted string literal holding ``value``."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+class PrometheusClient:
+    def __init__(
+        self, url: str, timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, timeout=timeout_s, transport=transport)
+
+    def query(self, promql: str, timeout_s: float | None = None) -> list[Sample]:
+        params = {"query": promql}
+        try:
+            kwargs: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+            resp = self._client.get("/api/v1/query", params=params, **kwargs)
+        except httpx.HTTPError as exc:
+            raise SourceError(_SOURCE, f"{self.url} unreachable: {exc}") from exc
+        try:
+            doc = resp.json()
+        except ValueError as exc:
+            raise SourceError(_SOURCE, f"{self.url} answered HTTP {resp.status_code} without JSON") from exc
+        if resp.status_code != 200 or doc.get("status") != "success":
+            why = doc.get("error") or f"HTTP {resp.status_code}"
+            raise SourceError(_SOURCE, f"query {promql!r} failed: {why}")
+        data = doc.get("data") or {}
+        if data.get("resultType") != "vector":
+            raise SourceError(_SOURCE, f"query {promql!r} returned {data.get('resultType')}, not a vector")
+        out: list[Sample] = []
+        for item in data.get("result") or ():
+            try:
+                value = float(item["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            if math.isfinite(value):
+                out.append(({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, value))
+        return out
+
+    def close(self) -> None:
+        self._client.close()
