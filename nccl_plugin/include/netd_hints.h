@@ -1,0 +1,148 @@
+/*
+ * netd_hints.h — the one definition of the bytes netd and libnccl-tuner-netd.so exchange:
+ * the hint table and the pin protocol spoken over the daemon's Unix socket.
+ *
+ * netd/hints/layout.py mirrors every struct here; tests/hints/test_layout.py compiles
+ * tests/layout_probe.c against this header and compares sizes and offsets with the Python side.
+ * Any change to a struct is a new NETD_HINTS_LAYOUT_VERSION / NETD_PIN_PROTO_VERSION, and a new
+ * table layout is always a new pin protocol version too: netd answers a plugin of another protocol
+ * version NEUTRAL without registering it, so ranks with different plugin builds can never split
+ * between "applies the table" and "rejects the layout" (their communicator's pin cannot complete).
+ *
+ * All integers are little-endian, every field is naturally aligned and no struct has implicit
+ * padding (the probe checks sizeof against the sum of the fields).
+ */
+#ifndef NETD_HINTS_H_
+#define NETD_HINTS_H_
+
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * Hint table
+ *
+ *   struct netd_hints_header                           (64 bytes)
+ *   struct netd_hint_entry [node bucket][collective][size bucket]
+ *
+ * A table says, per (nNodes bucket, collective, message-size bucket), which of NCCL's
+ * (algorithm, protocol) pairs to prefer or forbid. Entries never *add* a pair NCCL has marked
+ * unavailable (-1.0) and never leave a cost table without an available pair.
+ * ------------------------------------------------------------------------------------------- */
+
+#define NETD_HINTS_MAGIC 0x5448444EU /* "NDHT" as bytes on a little-endian host */
+#define NETD_HINTS_LAYOUT_VERSION 1
+
+#define NETD_HINTS_NUM_COLLS 5 /* ncclFunc_t 0..4: Broadcast Reduce AllGather ReduceScatter AllReduce */
+#define NETD_HINTS_NUM_SIZE_BUCKETS 32
+#define NETD_HINTS_NUM_NODE_BUCKETS 12
+/* Size bucket of nBytes: floor(log2(nBytes)) - (NETD_HINTS_SIZE_LOG2_MIN - 1), clamped to
+ * [0, 31]. Bucket 0 holds everything below 1 KiB, bucket k (1..30) holds [2^(9+k), 2^(10+k)),
+ * bucket 31 holds 1 TiB and more. */
+#define NETD_HINTS_SIZE_LOG2_MIN 10
+/* Node bucket of nNodes: ceil(log2(nNodes)), clamped to [0, 11]: 1 node -> 0, 2 -> 1, 3..4 -> 2,
+ * 5..8 -> 3, ..., 1025 and more -> 11. */
+
+#define NETD_HINTS_NUM_ALGOS 7  /* NCCL's TREE RING COLLNET_DIRECT COLLNET_CHAIN NVLS NVLS_TREE PAT */
+#define NETD_HINTS_NUM_PROTOS 3 /* NCCL's LL LL128 SIMPLE */
+#define NETD_HINTS_FORBID_BITS (NETD_HINTS_NUM_ALGOS * NETD_HINTS_NUM_PROTOS) /* 21 */
+#define NETD_HINTS_MAX_CHANNELS 64
+
+#define NETD_HINTS_ENTRIES                                                                         \
+  (NETD_HINTS_NUM_NODE_BUCKETS * NETD_HINTS_NUM_COLLS * NETD_HINTS_NUM_SIZE_BUCKETS)
+#define NETD_HINTS_TABLE_BYTES (64 + NETD_HINTS_ENTRIES * 8) /* header + entries = 15424 */
+
+/* entry.flags */
+#define NETD_HINT_F_PIN 0x01U /* set the preferred pair's cost to 0.0 (a hard preference) */
+#define NETD_HINT_F_ALL 0x01U
+
+/*
+ * One hint. Applied to NCCL's cost table in this order:
+ *   1. algo >= 0: the hint is about that algorithm. If no pair of it is available (>= 0 and not
+ *      forbidden by this entry; for proto >= 0 exactly that pair), the whole entry is skipped:
+ *      NCCL keeps its own choice.
+ *   2. forbid: every pair whose bit (algo * 3 + proto) is set becomes -1.0 — unless that would
+ *      leave no pair >= 0 in the table, in which case nothing is forbidden.
+ *   3. flags & NETD_HINT_F_PIN: the preferred pair (proto >= 0), or the cheapest available pair
+ *      of algo (proto == -1), is set to 0.0 so that it wins.
+ *   4. n_channels > 0 and the entry applied: *nChannels = n_channels.
+ * algo == -1 with a forbid mask forbids unconditionally (still never emptying the table).
+ * An all-default entry {-1, -1, 0, 0, 0} leaves the table untouched.
+ */
+struct netd_hint_entry {
+  int8_t algo;        /* 0..6, or -1: no algorithm preference */
+  int8_t proto;       /* 0..2, or -1: any protocol of algo */
+  uint8_t n_channels; /* 0: NCCL decides; 1..64 */
+  uint8_t flags;      /* NETD_HINT_F_* */
+  uint32_t forbid;    /* bit a*3+p forbids (a, p); only bits 0..20 may be set */
+};
+
+struct netd_hints_header {
+  uint32_t magic;            /* NETD_HINTS_MAGIC */
+  uint16_t layout_version;   /* NETD_HINTS_LAYOUT_VERSION */
+  uint16_t header_size;      /* sizeof(struct netd_hints_header) */
+  uint32_t total_size;       /* header + entries, bytes */
+  uint16_t n_colls;          /* NETD_HINTS_NUM_COLLS */
+  uint16_t n_size_buckets;   /* NETD_HINTS_NUM_SIZE_BUCKETS */
+  uint16_t n_node_buckets;   /* NETD_HINTS_NUM_NODE_BUCKETS */
+  uint16_t entry_size;       /* sizeof(struct netd_hint_entry) */
+  uint16_t size_log2_min;    /* NETD_HINTS_SIZE_LOG2_MIN */
+  uint16_t flags;            /* reserved, 0 */
+  uint64_t table_version;    /* first 8 bytes (little-endian) of SHA-256 over the entries */
+  int64_t generated_at_ns;   /* producer's wall clock (CLOCK_REALTIME), ns */
+  uint32_t valid_for_ms;     /* 0: never stale; else stale when pinned more than this after generation */
+  uint32_t reserved0;        /* 0 */
+  uint64_t producer;         /* informative: hash of the producing host's name */
+  uint32_t reserved1;        /* 0 */
+  uint32_t crc32;            /* CRC-32 (zlib) of header bytes [0, 60) followed by the entries */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Pin protocol (plugin <-> local netd over a SOCK_STREAM Unix socket, one request per connection)
+ *
+ * plugin:  struct netd_pin_request
+ * netd:    struct netd_pin_response, then table_size bytes of hint table when status is APPLY
+ *
+ * Every rank of a communicator registers under (comm_id, n_ranks, n_nodes) with a random
+ * `member` id. The pin authority (the local netd for single-node communicators, the configured
+ * pin service for multi-node ones) answers every member with the same final verdict:
+ *   APPLY    all n_ranks members registered within the pin window: use the first asker's table;
+ *   NEUTRAL  the pin could not complete (a rank never asked, no pin service, no table): leave
+ *            NCCL untouched. Because the pin completes only when *every* rank registered, a rank
+ *            that could not register at all knows the pin cannot complete: it takes NEUTRAL too;
+ *   FAIL     this member cannot know the verdict (or its comm id collides): init fails loudly.
+ * ------------------------------------------------------------------------------------------- */
+
+#define NETD_PIN_REQUEST_MAGIC 0x51504E44U  /* "DNPQ" */
+#define NETD_PIN_RESPONSE_MAGIC 0x52504E44U /* "DNPR" */
+#define NETD_PIN_PROTO_VERSION 1
+#define NETD_PIN_REASON_LEN 96
+
+enum netd_pin_status {
+  NETD_PIN_APPLY = 0,
+  NETD_PIN_NEUTRAL = 1,
+  NETD_PIN_FAIL = 2,
+};
+
+struct netd_pin_request {
+  uint32_t magic;      /* NETD_PIN_REQUEST_MAGIC */
+  uint16_t version;    /* NETD_PIN_PROTO_VERSION */
+  uint16_t size;       /* sizeof(struct netd_pin_request) */
+  uint64_t comm_id;    /* NCCL's commId (comm->commHash), identical on every rank */
+  uint64_t n_ranks;
+  uint64_t n_nodes;
+  uint64_t member;     /* random per init call; identifies this rank's registration */
+  uint32_t timeout_ms; /* how long the plugin waits for the verdict */
+  uint32_t pid;        /* informative */
+};
+
+struct netd_pin_response {
+  uint32_t magic;        /* NETD_PIN_RESPONSE_MAGIC */
+  uint16_t version;      /* NETD_PIN_PROTO_VERSION */
+  uint16_t size;         /* sizeof(struct netd_pin_response) */
+  uint32_t status;       /* enum netd_pin_status */
+  uint32_t table_size;   /* bytes of hint table that follow (APPLY only, else 0) */
+  uint64_t comm_id;      /* echo of the request */
+  int64_t pinned_at_ns;  /* pin authority's wall clock when the first rank asked */
+  char reason[NETD_PIN_REASON_LEN]; /* NUL-terminated, for the log */
+};
+
+#endif /* NETD_HINTS_H_ */
