@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 ARGS   ?=
 PYTEST ?= -q
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup run test bench lint plugin clean
 
 setup:  ## install Debian packages, link kernel headers for bcc, build the virtualenv
 	@bash .ci/setup-host
@@ -17,11 +17,16 @@ test: setup  ## the whole suite (root-only tests run when you are root, as CI is
 
 bench: setup  ## benchmarks, printed as JSON
 	$(PY) -m netd bench collect --devices 8 --json
+	@if [ "$$(id -u)" = 0 ]; then $(PY) -m netd bench bpf --json; else echo "bench bpf: needs root, skipped"; fi
+	$(PY) -m netd bench api --json
 
 lint: setup
 	$(VENV)/bin/ruff check netd cc tests
 	$(VENV)/bin/ruff format --check netd cc tests
 	$(VENV)/bin/mypy
+
+plugin:  ## build the NCCL tuner plugin; then `make -C nccl_plugin install` (docs/nccl.md)
+	$(MAKE) -C nccl_plugin
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

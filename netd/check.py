@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from netd.bpf_check import bpf_check
 from netd.collect import Collector
 from netd.config import Config
 from netd.sources.verbs import VerbsSource
@@ -92,4 +93,5 @@ def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[
         rdma, failed = _rdma_lines(collector, cfg)
     finally:
         collector.close()
-    return lines + rdma + _environment_lines(cfg), failed
+    bpf, bpf_failed = bpf_check(cfg)
+    return lines + rdma + _environment_lines(cfg) + [CheckLine(*b) for b in bpf], failed or bpf_failed

@@ -30,6 +30,7 @@ examples:
   netd status                           per-port rates from the running daemon
   netd status --sysfs-root /tmp/capture read a captured /sys tree directly
   netd check                            what each source finds, and why something is missing
+  netd fabric --prometheus URL          the cluster view: congestion per ToR/spine, scheduler extender
   netd bench collect --devices 8 --json CPU cost of one collection tick
 
 configuration: --config FILE, or $NETD_CONFIG, or /etc/netd/netd.toml if present;
@@ -41,8 +42,9 @@ NETD_<KEY> / NETD_<SECTION>_<KEY> environment variables override the file
 # Commands and benchmarks that live with their feature: each module defines ``register(sub, common)``
 # (a command) or ``register_bench(sub)`` (a `netd bench` entry) and sets ``handler`` on its parser
 # with ``set_defaults``. A handler takes ``(args, cfg)`` and returns the exit status.
-COMMANDS: tuple[str, ...] = ()
-BENCHES: tuple[str, ...] = ()
+COMMANDS: tuple[str, ...] = ("netd.dashboards.cli", "netd.fabric_cmd", "netd.flows_cmd", "netd.anomalies_cmd",
+                             "netd.hints.commands", "netd.lab.cli", "netd.tuning.cmd")  # fmt: skip
+BENCHES: tuple[str, ...] = ("netd.bench_bpf", "netd.bench_detect", "netd.hints.commands", "netd.bench_api")
 
 
 def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:

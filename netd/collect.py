@@ -17,6 +17,7 @@ from typing import TypeVar
 from netd.config import Config
 from netd.errors import NetdError
 from netd.model import EthtoolSample, PortSample, Snapshot, SourceStatus, frozen_map
+from netd.sources.bpf import BpfSource
 from netd.sources.ethtool import EthtoolSource, make_reader
 from netd.sources.rdma import RdmaSysfs
 
@@ -55,6 +56,7 @@ class Collector:
                 make_reader(ethtool_backend, sysfs_root), include=ethtool_include, exclude=ethtool_exclude
             )
         self.ethtool_absent: dict[str, str] = {}  # netdev -> why it had no statistics last tick
+        self.bpf: BpfSource | None = None  # eBPF probes, set by the daemon when [bpf] is enabled
 
     @classmethod
     def from_config(
@@ -86,6 +88,10 @@ class Collector:
             )
             if result is not None:
                 ethtool, self.ethtool_absent = result
+        bpf = None
+        if self.bpf is not None:
+            attached = lambda b: sum(p.attached for p in b.probes) if b else 0  # noqa: E731
+            bpf = self._timed("bpf", statuses, self.bpf.read, None, attached)
         end = time.monotonic()
         return Snapshot(
             timestamp=time.time(),
@@ -96,6 +102,7 @@ class Collector:
             sources=tuple(statuses),
             emulated=self.emulated,
             tick_duration_s=end - start,
+            bpf=bpf,
         )
 
     def _timed(
@@ -124,3 +131,5 @@ class Collector:
         self.rdma.close()
         if self.ethtool is not None:
             self.ethtool.close()
+        if self.bpf is not None:
+            self.bpf.close()

@@ -20,7 +20,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from netd.config_bpf import BpfConfig
+from netd.config_service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
+from netd.detect.settings import DetectConfig
 from netd.errors import ConfigError
+from netd.hints.config import NcclConfig
+from netd.tuning.config import TuningConfig
 
 __all__ = ["DEFAULT_CONFIG_PATH", "Config", "load_config"]
 
@@ -80,6 +85,14 @@ class Config(_Section):
     verbs: VerbsConfig = VerbsConfig()
     emulator: EmulatorConfig = EmulatorConfig()
     api: ApiConfig = ApiConfig()
+    topology: TopologyConfig = TopologyConfig()
+    congestion: CongestionConfig = CongestionConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    detect: DetectConfig = DetectConfig()  # anomaly detection: thresholds and windows (docs/detection.md)
+    bpf: BpfConfig = BpfConfig()
+    nccl: NcclConfig = NcclConfig()  # NCCL tuner plugin socket, pins and hints (docs/nccl.md)
+    tuning: TuningConfig = TuningConfig()  # DCQCN tuner and parameter applier (docs/tuning.md)
 
     @field_validator("listen")
     @classmethod

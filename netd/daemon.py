@@ -8,6 +8,7 @@ reference, so readers never see a half-built tick and need no lock.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -15,12 +16,17 @@ from collections import Counter as Tally
 from collections.abc import Callable
 from pathlib import Path
 
+from netd.bpf_wiring import start_bpf
 from netd.collect import Collector
 from netd.config import Config
+from netd.congestion_host import host_inputs, scorer_from_config
+from netd.congestion_state import CongestionScorer
+from netd.detection import Detection, build_detection, wait_running_fast_path
 from netd.emulated.fabric_host import EmulatedFabric, default_state_dir
 from netd.exporter import ExporterState
 from netd.series import SeriesTracker
 from netd.sources.sysfs_io import list_dir
+from netd.topology_service import TopologyService
 
 __all__ = ["Daemon", "FabricChoice", "build_daemon", "choose_fabric"]
 
@@ -36,8 +42,15 @@ class Daemon:
         interval_s: float,
         emulator: EmulatedFabric | None = None,
         clock: Callable[[], float] = time.monotonic,
+        topology: TopologyService | None = None,
+        scorer: CongestionScorer | None = None,
+        detection: Detection | None = None,
     ) -> None:
         self.collector = collector
+        self.detection = detection  # anomaly detection (netd.detection), with its PFC fast path
+        self._fast_advanced = 0.0  # emulated seconds the fast path advanced since the last tick
+        self.topology = topology
+        self.scorer = scorer or CongestionScorer()
         self.interval_s = interval_s
         self.emulator = emulator
         self._clock = clock
@@ -54,22 +67,45 @@ class Daemon:
         st = self._state
         return None if st is None else self._clock() - st.observation.snapshot.monotonic
 
+    def _advance_emulator(self, wall_s: float) -> None:
+        assert self.emulator is not None  # fabric time in proportion to the wall time stepped
+        self.emulator.advance(wall_s, sim_ms=self.emulator.sim_ms_per_tick * wall_s / self.interval_s)
+
+    def fast_tick(self) -> None:
+        """One PFC fast-path sample between ticks: pause counters only (docs/detection.md)."""
+        st, det = self._state, self.detection
+        if st is None or det is None:
+            return
+        if self.emulator is not None:
+            self._advance_emulator(det.fast_interval_s)
+            self._fast_advanced += det.fast_interval_s
+        self._state = dataclasses.replace(st, anomalies=det.fast_sample())
+
     def tick(self) -> ExporterState:
         if self.emulator is not None:
-            self.emulator.advance(self.interval_s)
+            self._advance_emulator(max(self.interval_s - self._fast_advanced, 0.0))
+            self._fast_advanced = 0.0
         snap = self.collector.collect()
         for s in snap.sources:
             if not s.ok:
                 self._errors[s.source] += 1
         obs = self._tracker.update(snap)
+        topo = self.topology.topology(snap.ports) if self.topology is not None else None
+        anomalies = self.detection.on_observation(obs) if self.detection is not None else None
+        congestion = self.scorer.update(host_inputs(obs, topo, anomalies), snap.timestamp)  # storms count
         self._ticks += 1
-        self._state = ExporterState(observation=obs, source_errors=dict(self._errors), ticks=self._ticks)
+        self._state = ExporterState(observation=obs, source_errors=dict(self._errors), ticks=self._ticks,
+                                    topology=topo, congestion=congestion, anomalies=anomalies)  # fmt: skip
         return self._state
 
     def run(self, stop: threading.Event) -> None:
         """Tick every interval until ``stop`` is set. Missed deadlines are skipped, not bunched."""
+        if self.topology is not None:  # LLDP and friends refresh on their own, slower cadence
+            topo = threading.Thread(target=self.topology.run, args=(stop,), name="netd-topology", daemon=True)
+            topo.start()
         next_at = self._clock() + self.interval_s
-        while not stop.wait(max(0.0, next_at - self._clock())):
+        fast = self.detection.fast_interval_s if self.detection is not None else 0.0
+        while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
             try:
                 self.tick()
             except Exception:  # the loop outlives any single bad tick
@@ -81,6 +117,10 @@ class Daemon:
 
     def close(self) -> None:
         self.collector.close()
+        if self.detection is not None:
+            self.detection.close()
+        if self.topology is not None:
+            self.topology.close()
         if self.emulator is not None:
             self.emulator.close()
 
@@ -125,4 +165,12 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         root = emulator.host_root(e.host_index)
     host = emulator.host_name(cfg.emulator.host_index) if emulator is not None else None
     collector = Collector.from_config(cfg, root, host=host, emulated=choice.emulated)
-    return Daemon(collector, cfg.interval, emulator), choice
+    collector.bpf = start_bpf(cfg)  # eBPF probes: attach now, detach in Daemon.close()
+    topology = None
+    if cfg.topology.enabled:
+        topology = TopologyService(cfg.topology, root, collector.host)
+        topology.refresh()
+    scorer = scorer_from_config(cfg.congestion)
+    detection = build_detection(cfg, collector, choice.emulated)
+    daemon = Daemon(collector, cfg.interval, emulator, topology=topology, scorer=scorer, detection=detection)
+    return daemon, choice

@@ -8,7 +8,10 @@ Every error netd raises on purpose derives from :class:`NetdError`, so a caller
     ├── SourceError          a counter source failed in a way that is not "absent"
     │   └── EthtoolError     an ETHTOOL_* ioctl failed (interface, command, errno)
     ├── DaemonUnreachable    `netd status` could not reach a running daemon
-    └── BenchError           a benchmark could not be set up
+    ├── BenchError           a benchmark could not be set up
+    ├── LabError             `netd lab` could not build, run or remove the namespace fabric
+    ├── HintTableError       an NCCL hint table is malformed (netd.hints; the message says how)
+    └── TuningError          a DCQCN parameter could not be read, written or verified (netd.tuning)
 
 "Absent" is not an error: a missing file, a counter the driver does not have, a
 permission the daemon lacks are reported as ``None`` (see netd.sources.sysfs_io).
@@ -21,8 +24,11 @@ __all__ = [
     "ConfigError",
     "DaemonUnreachable",
     "EthtoolError",
+    "HintTableError",
+    "LabError",
     "NetdError",
     "SourceError",
+    "TuningError",
 ]
 
 
@@ -58,3 +64,15 @@ class DaemonUnreachable(NetdError):
 
 class BenchError(NetdError):
     """A benchmark could not be prepared or run."""
+
+
+class LabError(NetdError):
+    """The lab fabric could not be built, run or removed (the message says what to do)."""
+
+
+class HintTableError(NetdError):
+    """An NCCL hint table (netd_hints.h layout) is malformed: truncated, corrupt or out of range."""
+
+
+class TuningError(NetdError):
+    """A DCQCN parameter write, read-back or rollback failed (the message names the file and value)."""

@@ -18,10 +18,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from netd import __version__
+from netd.congestion_state import CongestionReport
+from netd.detect.findings import AnomalyState
+from netd.exporter_anomalies import anomaly_families
+from netd.exporter_bpf import bpf_families
+from netd.exporter_congestion import congestion_families, topology_labels
 from netd.exporter_ethtool import ethtool_families
 from netd.metric_names import PMA_ERROR_KINDS, RDMA_COUNTERS
 from netd.model import CounterGroup
 from netd.series import Observation, PortView
+from netd.topology_types import Topology
 
 __all__ = ["ExporterState", "NetdCollector"]
 
@@ -33,6 +39,9 @@ class ExporterState:
     observation: Observation
     source_errors: dict[str, int] = field(default_factory=dict)  # source -> failures since start
     ticks: int = 0
+    topology: Topology | None = None  # host port -> ToR -> spine, rails (netd.topology)
+    congestion: CongestionReport | None = None  # per port/ToR/spine scores (netd.congestion_state)
+    anomalies: AnomalyState | None = None  # anomaly findings (netd.detection)
 
 
 class NetdCollector(Collector):
@@ -47,13 +56,16 @@ class NetdCollector(Collector):
         if st is None:
             return
         obs = st.observation
-        yield from _port_families(obs)
+        yield from _port_families(obs, st.topology)
         yield from _rdma_counter_families(obs.ports)
         yield from ethtool_families(obs)
         yield from _self_families(st)
+        yield from congestion_families(st.congestion)
+        yield from bpf_families(obs.snapshot.bpf)
+        yield from anomaly_families(st.anomalies)
 
 
-def _port_families(obs: Observation) -> Iterator[Metric]:
+def _port_families(obs: Observation, topology: Topology | None = None) -> Iterator[Metric]:
     snap = obs.snapshot
     info = GaugeMetricFamily(
         "netd_port_info",
@@ -68,6 +80,9 @@ def _port_families(obs: Observation) -> Iterator[Metric]:
             "driver",
             "host",
             "emulated",
+            "tor",
+            "spine",
+            "rail",
         ],
     )
     up = GaugeMetricFamily("netd_port_up", "1 when the port state is ACTIVE.", labels=["device", "port"])
@@ -93,6 +108,7 @@ def _port_families(obs: Observation) -> Iterator[Metric]:
                 p.driver or "",
                 snap.host,
                 emulated,
+                *topology_labels(topology, p.device, p.port),
             ],
             1,
         )

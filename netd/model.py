@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from netd.model_bpf import BpfSample  # values too (stdlib only), kept apart for size
+
 __all__ = [
     "Counter",
     "CounterGroup",
@@ -148,6 +150,7 @@ class Snapshot:
     sources: tuple[SourceStatus, ...] = ()
     emulated: bool = False
     tick_duration_s: float = 0.0
+    bpf: BpfSample | None = None  # the eBPF probes' tick (None when [bpf] is not enabled)
 
     def port(self, device: str, port: int) -> PortSample | None:
         for p in self.ports:

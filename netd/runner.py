@@ -15,9 +15,15 @@ import uvicorn
 
 from netd import __version__
 from netd.api.app import create_app
+from netd.api.auth import load_token
+from netd.api.exposure import exposure_warning
+from netd.api.service_view import HostView
+from netd.bpf_wiring import bpf_banner
 from netd.config import Config
 from netd.daemon import Daemon, FabricChoice, build_daemon
 from netd.errors import NetdError
+from netd.hints.service import NcclService
+from netd.tuning.wiring import TuningParts, start_tuning
 
 __all__ = ["banner", "bind", "serve"]
 
@@ -39,9 +45,13 @@ def banner(cfg: Config, daemon: Daemon, choice: FabricChoice) -> str:
         ]
     else:
         lines.append(f"  Reading {daemon.collector.sysfs_root}/class/infiniband every {cfg.interval:g} s.")
+    st = daemon.state()
+    lines += bpf_banner(st.observation.snapshot.bpf if st else None, f"http://{url_host}:{port}")
     lines += [
         f"  Metrics: http://{url_host}:{port}/metrics   Ports: http://{url_host}:{port}/v1/ports",
-        "  In another terminal: netd status",
+        f"  Topology: http://{url_host}:{port}/v1/topology   Congestion: http://{url_host}:{port}/v1/congestion"
+        f"   Scheduler extender: http://{url_host}:{port}/scheduler",
+        "  In another terminal: netd status   (anomalies as they happen: netd anomalies --watch)",
     ]
     return "\n".join(lines)
 
@@ -76,23 +86,50 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning") -> int:
+def serve(
+    cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning", view_note: str | None = None
+) -> int:
+    """``view_note``: a caveat every /v1/topology and /v1/congestion answer carries (netd fabric's)."""
     host, port = cfg.listen_address()
+    token_configured = load_token(cfg.api.token_file) is not None
     sock = bind(host, port)
     daemon, choice = build_daemon(cfg)
     stop = threading.Event()
+    nccl: NcclService | None = None
+    tuning: TuningParts | None = None
     try:
         daemon.tick()  # first tick before listening, so /metrics is never empty once reachable
+        nccl = NcclService(cfg, daemon.state, daemon.collector.sysfs_root, _tick_host(daemon))
+        nccl.start()  # the plugin's pin socket (docs/nccl.md)
+        tuning = start_tuning(cfg, daemon.collector.sysfs_root, daemon.state)  # docs/tuning.md
         loop = threading.Thread(target=daemon.run, args=(stop,), name="netd-loop", daemon=True)
-        app = create_app(daemon.state, daemon.last_tick_age_s, cfg.interval)
+        app = create_app(daemon.state, daemon.last_tick_age_s, cfg.interval,
+                         view=HostView(daemon.state, note=view_note), scheduler=cfg.scheduler,
+                         routers=(nccl.router, *tuning.routers), collectors=tuning.collectors)  # fmt: skip
         server = _Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")
         )
         print(banner(cfg, daemon, choice), file=out, flush=True)
+        if nccl.banner_line():
+            print(nccl.banner_line(), file=out, flush=True)
+        if tuning.banner:
+            print(tuning.banner, file=out, flush=True)
+        warning = exposure_warning(host, port, token_configured)
+        if warning:
+            print(warning, file=out, flush=True)
         loop.start()
         server.run(sockets=[sock])  # returns on SIGINT/SIGTERM (uvicorn installs the handlers)
         return 0
     finally:
         stop.set()
+        if nccl is not None:
+            nccl.close()
+        if tuning is not None:
+            tuning.close()
         daemon.close()
         sock.close()
+
+
+def _tick_host(daemon: Daemon) -> str:
+    st = daemon.state()
+    return st.observation.snapshot.host if st is not None else socket.gethostname()

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from netd.api.views import status_document
 from netd.collect import Collector
 from netd.config import Config
+from netd.daemon_client import daemon_get
 from netd.emulated.fabric_host import MARKER_FILE
 from netd.errors import DaemonUnreachable, NetdError
 from netd.series import SeriesTracker
@@ -29,17 +28,14 @@ __all__ = ["collect_locally", "fetch_from_daemon", "status_source"]
 
 
 def fetch_from_daemon(listen: str, timeout_s: float = 2.0) -> dict[str, Any]:
-    host, _, port = listen.rpartition(":")
-    url = f"http://{host}:{port}/v1/ports"
-    try:
-        response = httpx.get(url, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        raise DaemonUnreachable(f"no netd daemon at {listen} ({type(exc).__name__})") from exc
-    if response.status_code == 503:
-        raise DaemonUnreachable(f"netd at {listen} has not completed a tick yet; try again in a second")
-    if response.status_code != 200:
-        raise DaemonUnreachable(f"netd at {listen} answered HTTP {response.status_code}")
-    doc: dict[str, Any] = response.json()
+    # any failure, a daemon that has not ticked yet included, means "ask someone else": see status_source
+    doc: dict[str, Any] = daemon_get(
+        listen,
+        "/v1/ports",
+        timeout_s=timeout_s,
+        status_hints={503: "try again in a second"},
+        status_error=DaemonUnreachable,
+    ).json()
     return doc
 
 

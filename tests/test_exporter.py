@@ -52,7 +52,7 @@ EXPECTED = """\
 netd_build_info{version="0.1.0"} 1.0
 # HELP netd_port_info RDMA port identity; join on device and port. emulated="true" when netd runs its emulated fabric.
 # TYPE netd_port_info gauge
-netd_port_info{device="mlx5_0",driver="mlx5",emulated="true",host="h1",link_layer="Ethernet",netdev="ens1f0np0",phys_state="LinkUp",port="1",state="ACTIVE"} 1.0
+netd_port_info{device="mlx5_0",driver="mlx5",emulated="true",host="h1",link_layer="Ethernet",netdev="ens1f0np0",phys_state="LinkUp",port="1",rail="",spine="",state="ACTIVE",tor=""} 1.0
 # HELP netd_port_up 1 when the port state is ACTIVE.
 # TYPE netd_port_up gauge
 netd_port_up{device="mlx5_0",port="1"} 1.0

@@ -7,14 +7,22 @@ hand-built state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Response
+from fastapi import APIRouter, FastAPI, HTTPException, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
 
 from netd import __version__
+from netd.api.anomalies import anomalies_router
+from netd.api.flows import flows_router
+from netd.api.problems import install_problem_handlers
+from netd.api.routes_scheduler import scheduler_router
+from netd.api.routes_topology import topology_router
+from netd.api.service_view import HostView, ServiceView
 from netd.api.views import port_document, status_document
+from netd.config_service import SchedulerConfig
 from netd.exporter import ExporterState, NetdCollector
 
 __all__ = ["create_app"]
@@ -24,14 +32,31 @@ def create_app(
     state: Callable[[], ExporterState | None],
     last_tick_age_s: Callable[[], float | None],
     interval_s: float,
+    *,
+    view: ServiceView | None = None,
+    scheduler: SchedulerConfig | None = None,
+    routers: Sequence[APIRouter] = (),
+    collectors: Sequence[Collector] = (),
 ) -> FastAPI:
+    """``view``: what /v1/topology, /v1/congestion and /scheduler read (default: this host's state)."""
     app = FastAPI(
         title="netd",
         version=__version__,
-        description="RoCE congestion and NIC counter telemetry for this host.",
+        description="RoCE congestion and NIC counter telemetry for this host; topology, congestion scores "
+        "and the Kubernetes scheduler extender (docs/service.md). Errors are RFC 9457 problem+json.",
     )
+    install_problem_handlers(app)
+    view = view or HostView(state)
+    app.include_router(topology_router(view))
+    app.include_router(scheduler_router(view, scheduler))
+    app.include_router(flows_router(state))
+    app.include_router(anomalies_router(state))
+    for router in routers:  # feature routers built by the composition root (e.g. /v1/nccl)
+        app.include_router(router)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NetdCollector(state))
+    for collector in collectors:  # feature metrics built by the composition root (e.g. the tuner's)
+        registry.register(collector)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
@@ -42,7 +67,7 @@ def create_app(
         """The process is alive and serving."""
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses={503: {"description": "Not ready: no tick yet, or the last is too old"}})
     def readyz(response: Response) -> dict[str, Any]:
         """Ready once a tick has completed and the last one is younger than three intervals."""
         age = last_tick_age_s()

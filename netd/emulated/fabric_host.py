@@ -21,21 +21,34 @@ import shutil
 import tempfile
 from dataclasses import fields
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from cc.fabric import Fabric, FabricConfig, PortDeltas
 from cc.params import DcqcnParams
+from cc.workload import PhaseSource
+from netd.emulated.cc_params import cc_params_dir, read_params
+from netd.emulated.cc_params import render as render_cc_params
+from netd.emulated.fabric_topology import render_topology
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
 from netd.errors import NetdError
 from netd.sources.ethtool import format_ethtool_text
 
-__all__ = ["MARKER_FILE", "EmulatedFabric", "default_state_dir", "rate_text"]
+__all__ = ["MARKER_FILE", "EmulatedFabric", "FabricHook", "default_state_dir", "rate_text"]
 
 MARKER_FILE = ".netd-emulated"
 LOSSLESS_PRIORITY = 3
 MTU_BYTES = 4096
+
+
+class FabricHook(Protocol):
+    """Sees each slice: may replace the model's deltas (before scaling) and edit raw counters/states."""
+
+    def on_deltas(self, deltas: PortDeltas, start_s: float, wall_s: float) -> PortDeltas: ...
+
+    def on_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float) -> None: ...
 
 
 def default_state_dir() -> Path:
@@ -62,6 +75,7 @@ class EmulatedFabric:
         link_gbps: float = 200.0,
         seed: int = 0,
         sim_ms_per_tick: float = 50.0,
+        workload: PhaseSource | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.sim_ms_per_tick = sim_ms_per_tick
@@ -71,8 +85,12 @@ class EmulatedFabric:
         self.fabric = Fabric(
             FabricConfig(tors=tors, hosts_per_tor=hosts_per_tor, ports_per_host=ports_per_host,
                          link_gbps=link_gbps, seed=seed, lossless_priority=LOSSLESS_PRIORITY),
-            params=DcqcnParams(),
+            params=DcqcnParams(), workload=workload,
         )  # fmt: skip
+        # Called on every slice before rendering (netd.emulated.faults injects labelled faults); the
+        # elapsed wall time of the emulation (the sum of ``wall_s``) is its clock.
+        self.hook: FabricHook | None = None
+        self.elapsed_s = 0.0
         self._names = mlx5_ethtool_names((LOSSLESS_PRIORITY,))
         self._trees: list[SysfsTree] = []
         self._hw: dict[tuple[int, int], dict[str, int]] = {}
@@ -83,13 +101,21 @@ class EmulatedFabric:
             tree = SysfsTree(self.host_root(h))
             (self.host_root(h) / "ethtool").mkdir(parents=True, exist_ok=True)
             for p in range(ports_per_host):
+                pci = f"0000:{0x41 + p // 2:02x}:00.{p % 2}"
                 tree.add_device(
                     DeviceSpec(name=f"mlx5_{p}", driver="mlx5", netdev=self.netdev(p),
-                               pci=f"0000:{0x41 + p // 2:02x}:00.{p % 2}", rate=rate_text(link_gbps))
+                               pci=pci, rate=rate_text(link_gbps))
                 )  # fmt: skip
+                render_cc_params(self.host_root(h), pci, self.fabric.params)  # debugfs cc_params/
                 self._hw[(h, p)] = {}
                 self._eth[(h, p)] = dict.fromkeys(self._names, 0)
             self._trees.append(tree)
+            render_topology(self.host_root(h), h, tors=tors, hosts_per_tor=hosts_per_tor,
+                            ports_per_host=ports_per_host, host_name=self.host_name(h),
+                            netdevs=[self.netdev(p) for p in range(ports_per_host)])  # fmt: skip
+        # The fabric runs with the DCQCN parameters in force on host 0's first device (netd tune and
+        # the daemon's tuner write there): see netd.emulated.cc_params.
+        self.params_dir = cc_params_dir(self.host_root(0), "0000:41:00.0")
         self._render()
 
     # -- layout -------------------------------------------------------------------------------
@@ -109,19 +135,37 @@ class EmulatedFabric:
         return self.host_root(h) / "ethtool" / self.netdev(p)
 
     # -- dynamics -----------------------------------------------------------------------------
-    def advance(self, wall_s: float) -> PortDeltas:
-        """Simulate one tick's slice of fabric time and render counts scaled to ``wall_s``."""
-        deltas = self.fabric.advance(self.sim_ms_per_tick * 1000.0)
+    def advance(self, wall_s: float, sim_ms: float | None = None) -> PortDeltas:
+        """Simulate one tick's slice of fabric time (``sim_ms``, default ``sim_ms_per_tick``; less for a
+        sub-tick step of the PFC fast path) and render counts scaled to ``wall_s``."""
+        sim_ms = self.sim_ms_per_tick if sim_ms is None else sim_ms
+        params = read_params(self.params_dir, self.fabric.params)
+        if params != self.fabric.params:
+            self.fabric.params = params
+        deltas = self.fabric.advance(sim_ms * 1000.0)
+        if self.hook is not None:
+            deltas = self.hook.on_deltas(deltas, self.elapsed_s, wall_s)
         self.last_phases = deltas.phases
-        scale = wall_s * 1000.0 / self.sim_ms_per_tick
+        scale = wall_s * 1000.0 / sim_ms if sim_ms > 0 else 0.0
         counts = {f.name: getattr(deltas, f.name) for f in fields(deltas)}
         scaled = {name: self._scaled(name, v, scale) for name, v in counts.items()
                   if isinstance(v, np.ndarray) and v.dtype == np.int64}  # fmt: skip
         for h in range(self.n_hosts):
             for p in range(self.ports_per_host):
                 self._accumulate(h, p, {k: int(v[h, p]) for k, v in scaled.items()})
+        if self.hook is not None:
+            self.hook.on_counters(self, self.elapsed_s, wall_s)
+        self.elapsed_s += wall_s
         self._render()
         return deltas
+
+    def counters(self, host: int, port: int) -> tuple[dict[str, int], dict[str, int]]:
+        """The live raw values of one host port (hw/PMA files, ethtool stats) that the next render
+        writes; a hook may edit them."""
+        return self._hw[(host, port)], self._eth[(host, port)]
+
+    def set_port_state(self, host: int, port: int, state: str, phys_state: str) -> None:
+        self._trees[host].set_port_state(f"mlx5_{port}", 1, state, phys_state)
 
     def _scaled(self, name: str, counts: np.ndarray, scale: float) -> np.ndarray:
         exact = counts.astype(np.float64) * scale + self._carry.get(name, 0.0)

@@ -9,50 +9,24 @@ channel count (``ethtool -L``) changes the stat count the way a PFC change does 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import secrets
 import shutil
 import socket
-import subprocess
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
 
 from netd.sources.ethtool import EthtoolSource, IoctlStatsReader
+from tests.netns import inside, ip, netns_exec, throwaway_netns
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
     pytest.mark.skipif(not (shutil.which("ip") and shutil.which("ethtool")), reason="needs ip, ethtool"),
 ]
-
-CLONE_NEWNET = 0x40000000  # os.setns/os.CLONE_NEWNET arrive only in Python 3.12
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _setns(fd: int) -> None:
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-@contextmanager
-def inside(netns: str) -> Iterator[None]:
-    """Run the body in ``netns``. setns() moves the calling thread only; come back in any case."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{netns}", os.O_RDONLY)
-    try:
-        _setns(target)
-        yield
-    finally:
-        _setns(home)
-        os.close(target)
-        os.close(home)
 
 
 @dataclass(frozen=True)
@@ -62,9 +36,7 @@ class Lab:
     b: str = "nt-b"
 
     def run(self, *argv: str) -> str:
-        return subprocess.run(
-            ["ip", "netns", "exec", self.netns, *argv], check=True, capture_output=True, text=True
-        ).stdout
+        return netns_exec(self.netns, *argv)
 
     def ethtool_s(self, dev: str) -> list[tuple[str, int]]:
         """ethtool(8)'s own view, parsed independently of netd's parser."""
@@ -74,17 +46,12 @@ class Lab:
 
 @pytest.fixture
 def lab() -> Iterator[Lab]:
-    lab = Lab(f"netd-t-{secrets.token_hex(4)}")
-    subprocess.run(["ip", "netns", "add", lab.netns], check=True)
-    try:
-        # No IPv6: router solicitations would add packets the counter test did not send.
-        lab.run("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+    # No IPv6: router solicitations would add packets the counter test did not send.
+    with throwaway_netns("netd-t", ipv6=False) as netns:
+        lab = Lab(netns)
         queues = "numrxqueues 2 numtxqueues 2"
-        veth = f"link add {lab.a} {queues} type veth peer name {lab.b} {queues}"
-        subprocess.run(["ip", "-n", lab.netns, *veth.split()], check=True)
+        ip("-n", lab.netns, *f"link add {lab.a} {queues} type veth peer name {lab.b} {queues}".split())
         yield lab
-    finally:
-        subprocess.run(["ip", "netns", "del", lab.netns], check=False)
 
 
 @pytest.fixture

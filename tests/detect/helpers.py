@@ -1,0 +1,93 @@
+"""Builders for detector inputs: a port with counter deltas, a PFC priority, a tick or PFC input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
+from netd.detect.settings import DetectConfig
+from netd.model import frozen_map
+
+HOST = "h1"
+LINE_PPS = 200e9 / 8 / 4096  # packets/s of a 200G port at 4 KiB MTU
+
+
+def cfg(**overrides: Any) -> DetectConfig:
+    return DetectConfig(**overrides)
+
+
+def prio(priority: int = 3, **fields: Any) -> PriorityCounters:
+    return PriorityCounters(priority, **fields)
+
+
+def port(
+    device: str = "mlx5_0",
+    number: int = 1,
+    *,
+    counters: dict[str, float] | None = None,
+    netdev_counters: dict[str, float] | None = None,
+    priorities: tuple[PriorityCounters, ...] = (),
+    state: str | None = "ACTIVE",
+    rate_gbps: float | None = 200.0,
+    **more: Any,
+) -> PortInput:
+    return PortInput(
+        device=device,
+        port=number,
+        netdev=f"{device}_net",
+        state=state,
+        phys_state="LinkUp",
+        rate_gbps=rate_gbps,
+        counters=frozen_map(counters or {}),
+        netdev_counters=frozen_map(netdev_counters or {}),
+        priorities=priorities,
+        **more,
+    )
+
+
+def tick(
+    t: float,
+    *ports: PortInput,
+    dt: float | None = 1.0,
+    changes: tuple[LinkChange, ...] = (),
+    source_errors: dict[str, str] | None = None,
+) -> DetectInput:
+    return DetectInput(
+        InputPath.TICK,
+        HOST,
+        t,
+        1_800_000_000.0 + t,
+        dt,
+        tuple(ports),
+        changes,
+        frozen_map(source_errors or {}),
+    )
+
+
+def pfc(
+    t: float, *ports: PortInput, dt: float | None = 0.1, changes: tuple[LinkChange, ...] = ()
+) -> DetectInput:
+    return DetectInput(InputPath.PFC, HOST, t, 1_800_000_000.0 + t, dt, tuple(ports), changes)
+
+
+def stormed(
+    dt: float = 0.1, fraction: float = 1.0, tx: float = 0.0, frames: float = 1190.0
+) -> PriorityCounters:
+    """A priority paused ``fraction`` of a ``dt`` sample with ``tx`` packets sent."""
+    return prio(3, rx_pause_frames=frames * dt, rx_pause_us=fraction * dt * 1e6, tx_packets=tx)
+
+
+def busy(
+    dt: float = 1.0, ce: float = 0.0, cnp_per_packet: float = 0.0, pps: float = LINE_PPS
+) -> dict[str, float]:
+    """Tick counter deltas of a port receiving and sending at ``pps`` with a CE fraction."""
+    rx = pps * dt
+    return {
+        "rx_packets": rx,
+        "tx_packets": rx,
+        "rx_bytes": rx * 4096,
+        "tx_bytes": rx * 4096,
+        "ecn_marked": ce * rx,
+        "cnp_sent": cnp_per_packet * rx,
+        "cnp_handled": 0.0,
+    }

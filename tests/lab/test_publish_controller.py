@@ -1,0 +1,71 @@
+"""Agent memory -> sysfs tree -> netd's real sources; and the DCQCN controller's wiring to cc/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from netd.collect import Collector
+from netd.config import Config
+from netd.lab.controller import DcqcnController
+from netd.lab.params import lab_params
+from netd.lab.publish import DEVICE, NETDEV, HostPublisher
+from netd.lab.shm import LAB_SHM_MAGIC, LAB_SHM_VERSION, HostShm
+
+
+def _agent(path: Path) -> HostShm:
+    """A shared-memory file as a started agent leaves it (no agent process needed)."""
+    shm = HostShm(path, create=True)
+    shm.s.magic, shm.s.version, shm.s.ready = LAB_SHM_MAGIC, LAB_SHM_VERSION, 1
+    return shm
+
+
+def test_published_counters_read_back_through_netd(tmp_path: Path) -> None:
+    shm = _agent(tmp_path / "host0.shm")
+    pub = HostPublisher(tmp_path / "host0", tmp_path / "host0.shm", link_mbps=100.0)
+    collector = Collector.from_config(Config(sysfs_root=tmp_path / "host0"), tmp_path / "host0")
+    try:
+        c = shm.s.c
+        c.rx_bytes, c.rx_pkts, c.ecn_marked_rx, c.cnp_sent, c.cnp_handled = 4_000_000, 2000, 123, 45, 6
+        c.rx_pause, c.rx_pause_duration_us, c.pause_storm_warning = 7, 250_000, 1
+        assert pub.publish() and not pub.publish()  # nothing changed the second time
+        snap = collector.collect()
+        (port,) = snap.ports
+        assert (port.device, port.port, port.netdev, port.rate_gbps) == (DEVICE, 1, NETDEV, 0.1)
+        by_name = {cnt.name: cnt.value for cnt in port.counters.values()}
+        assert by_name["ecn_marked"] == 123 and by_name["cnp_sent"] == 45 and by_name["cnp_handled"] == 6
+        assert by_name["rx_bytes"] == 4_000_000  # netd converts PMA words back to bytes
+        stats = snap.ethtool[NETDEV].stats
+        assert stats["rx_prio3_pause"] == 7 and stats["rx_prio3_pause_duration"] == 250_000
+        assert stats["tx_pause_storm_warning_events"] == 1
+    finally:
+        collector.close()
+        pub.close()
+        shm.close()
+
+
+def test_controller_starts_flows_at_line_rate_and_cuts_on_cnps(tmp_path: Path) -> None:
+    shms = {h: _agent(tmp_path / f"host{h}.shm") for h in (1, 2)}
+    params = lab_params()
+    ctl = DcqcnController(shms, params, line_rate_mbps=100.0)
+    a, b = ctl.add(1), ctl.add(2)
+    ctl.start(a, qpn=0x101, dst_ip=0x0A4D010A, payload=2048)
+    ctl.start(b, qpn=0x102, dst_ip=0x0A4D010A, payload=2048)
+    f = shms[1].s.flows[0]
+    assert (f.active, f.qpn, f.payload, f.rate_bps, f.generation) == (1, 0x101, 2048, 100_000_000, 1)
+    ctl.step(now=10.0)
+    shms[1].s.flows[0].cnp_rx = 1  # the agent received one CNP for flow a
+    rc = ctl.step(now=10.001)
+    assert rc[0] < 100.0 and rc[1] == pytest.approx(100.0)
+    assert shms[1].s.flows[0].rate_bps == int(rc[0] * 1e6)
+    ctl.stop_all()
+    assert not any(s.s.flows[0].active for s in shms.values()) and not ctl.active.any()
+    with pytest.raises(ValueError, match="no free flow slot"):
+        for _ in range(100):
+            ctl.add(1)
+    del f
+    for s in shms.values():
+        s.close()
+    assert np.all(np.isfinite(rc))

@@ -1,0 +1,85 @@
+"""The labelled-trace pipeline end to end (emulator -> sources -> series -> detection -> scoring), on a
+short hand-written trace with one fault of each port-level kind, and the scorer's matching rules."""
+
+from __future__ import annotations
+
+from cc.workload import Flow
+from netd.config import load_config
+from netd.detect_eval import Observed, score
+from netd.detect_replay import run_trace
+from netd.emulated.fault_kinds import (
+    CounterSaturation,
+    CounterStall,
+    LinkFlap,
+    LossBurst,
+    SpreadingVictim,
+    StuckReceiver,
+)
+from netd.emulated.faults import Label
+from netd.emulated.traces import ScheduledWorkload, Trace
+
+N = 8
+
+
+def ring() -> tuple[Flow, ...]:
+    return tuple(Flow((h, p), ((h + 1) % N, p)) for h in range(N) for p in range(2))
+
+
+def test_short_trace_every_fault_found_nothing_else() -> None:
+    faults = [
+        StuckReceiver(2, 0, 5.3, 10.6, feeders=((1, 0),)),
+        LossBurst(4, 1, 12.2, 18.0, events_per_s=300),
+        LinkFlap(5, 0, 20.1, 22.5, downs=((20.1, 20.4), (22.0, 22.5))),
+        CounterSaturation(6, 1, 8.4, 14.0),
+        CounterStall(7, 0, 25.5, 32.0),
+        SpreadingVictim(3, 1, 28.7, 35.0, pause_fraction=0.5),
+    ]
+    trace = Trace(
+        "short", 40.0, ScheduledWorkload([(0.0, 40.0, "allreduce", ring())], sim_ms_per_s=2.0), faults
+    )
+    cfg = load_config(None, environ={}).detect
+    run = run_trace(trace, cfg, sim_ms_per_s=2.0, seed=5)
+    rows = {
+        r["kind"]: r
+        for r in score(trace.labels(), run.findings, host_hours=run.hosts * 40 / 3600, end_s=40.0)
+    }
+    for kind in (
+        "pfc_storm",
+        "pause_storm",
+        "loss",
+        "link_flap",
+        "counter_saturated",
+        "counter_stalled",
+        "congestion_spreading",
+    ):
+        assert rows[kind]["recall"] == 1.0, rows[kind]
+        assert rows[kind]["false_alarms"] == 0, rows[kind]
+    assert set(rows) == {lb.kind for lb in trace.labels()}, rows  # no other kind fired anywhere
+    assert rows["pfc_storm"]["median_detection_latency_s"] <= 0.3
+    assert run.fast_samples == run.hosts * 40 * 9 and run.fast_cpu_s > 0
+
+
+def observed(kind: str, opened: float, closed: float | None, port: int = 0) -> Observed:
+    return Observed(kind, 1, port, None, None, opened, closed)
+
+
+def test_scoring_rules() -> None:
+    labels = [
+        Label("loss", 1, 0, 10.0, 20.0),
+        Label("loss", 1, 0, 50.0, 60.0),
+        Label("loss", 1, 1, 10.0, 20.0),
+    ]
+    findings = [
+        observed("loss", 10.7, 25.0),  # detects the first, 0.7 s late
+        observed("loss", 61.5, 70.0),  # opens just after the second ended: within the 2 s grace
+        observed("loss", 30.0, 35.0),  # in between: a false alarm
+        observed("loss", 5.0, 15.0, port=1),  # already open when the third started: latency 0
+        observed("link_flap", 1.0, 2.0),  # nothing of its kind labelled
+    ]
+    rows = {r["kind"]: r for r in score(labels, findings, host_hours=2.0, end_s=100.0, kinds=("pfc_storm",))}
+    loss = rows["loss"]
+    assert (loss["detected"], loss["findings"], loss["false_alarms"]) == (3, 4, 1)
+    assert loss["recall"] == 1.0 and loss["precision"] == 0.75 and loss["false_alarms_per_hour"] == 0.5
+    assert loss["median_detection_latency_s"] == 0.7
+    assert rows["link_flap"]["recall"] is None and rows["link_flap"]["precision"] == 0.0
+    assert rows["pfc_storm"]["findings"] == 0 and rows["pfc_storm"]["precision"] is None

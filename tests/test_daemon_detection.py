@@ -1,0 +1,95 @@
+"""Detection inside the daemon: ticks and fast-path samples on the emulated fabric, served by the app."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from netd.api.app import create_app
+from netd.collect import Collector
+from netd.config import load_config
+from netd.daemon import Daemon, build_daemon
+from netd.detection import build_detection
+
+
+def test_fast_path_in_the_daemon_on_the_emulated_fabric(tmp_path: Path) -> None:
+    overrides = {
+        "fabric": "emulated",
+        "interval": 1.0,
+        "emulator": {"state_dir": tmp_path / "emu", "sim_ms_per_tick": 5.0},
+    }
+    cfg = load_config(None, environ={}, overrides=overrides)
+    daemon, _ = build_daemon(cfg)
+    try:
+        assert daemon.detection is not None and daemon.detection.fast_interval_s == 0.1
+        assert daemon.detection.links is None  # no netlink for emulated netdevs
+        daemon.tick()
+        for _ in range(4):  # fast samples advance the emulator by their own interval...
+            daemon.fast_tick()
+        state = daemon.tick()  # ...and the tick by the rest
+        assert daemon.emulator is not None and daemon.emulator.elapsed_s == pytest.approx(2.0)
+        a = state.anomalies
+        assert (
+            a is not None and a.fast_samples == 4 and a.fast_interval_s == 0.1 and a.evaluations == 2 * 2 + 4
+        )
+        client = TestClient(create_app(daemon.state, daemon.last_tick_age_s, cfg.interval))
+        assert client.get("/v1/anomalies").json()["host"] == "emu-host0"
+        assert "netd_anomaly_fast_path_samples_total 4.0" in client.get("/metrics").text
+        # the loop itself takes fast samples between its ticks
+        stop = threading.Event()
+        loop = threading.Thread(target=daemon.run, args=(stop,))
+        loop.start()
+        time.sleep(2.5)
+        stop.set()
+        loop.join(10)
+        later = daemon.state()
+        assert later is not None and later.anomalies is not None
+        assert later.ticks >= 3 and later.anomalies.fast_samples > 4
+    finally:
+        daemon.close()
+
+
+def test_build_detection_choices(mlx5_host) -> None:
+    root, _ = mlx5_host
+    collector = Collector(root, ethtool_backend="files")
+    try:
+        base = {"sysfs_root": root}
+        off = load_config(None, environ={}, overrides=base | {"detect": {"enabled": False}})
+        assert build_detection(off, collector, emulated=False) is None
+        no_fast = build_detection(
+            load_config(None, environ={}, overrides=base | {"detect": {"fast_interval": 0}}),
+            collector,
+            emulated=False,
+        )
+        assert no_fast is not None and no_fast.fast_interval_s == 0.0
+        on = build_detection(load_config(None, environ={}, overrides=base), collector, emulated=False)
+        assert on is not None and on.fast_interval_s == 0.1
+        assert on.links is None  # a captured tree is not /sys: its netdevs are not this kernel's
+        assert on.pfc_reader is not None and set(on.pfc_reader(["ens1f0np0"])) == {"ens1f0np0"}
+    finally:
+        collector.close()
+
+
+def test_a_daemon_without_detection_publishes_none(mlx5_host) -> None:
+    root, _ = mlx5_host
+    daemon = Daemon(Collector(root, ethtool_backend="files"), 1.0)
+    try:
+        assert daemon.tick().anomalies is None
+        daemon.fast_tick()  # a no-op
+    finally:
+        daemon.close()
+
+
+def test_a_slow_daemon_still_judges_its_own_ticks(mlx5_host) -> None:
+    root, _ = mlx5_host
+    collector = Collector(root, ethtool_backend="files")
+    try:
+        slow = load_config(None, environ={}, overrides={"sysfs_root": root, "interval": 10.0})
+        detection = build_detection(slow, collector, emulated=False)
+        assert detection is not None and detection.cfg.max_gap == 30.0
+    finally:
+        collector.close()

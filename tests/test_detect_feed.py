@@ -1,0 +1,89 @@
+"""The feed: exact ethtool deltas per path, what the names mean, which netdevs the fast path reads."""
+
+from __future__ import annotations
+
+from netd.detect.inputs import InputPath
+from netd.detect_feed import DetectFeed, NetdevDeltas
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from netd.model import Counter, CounterGroup, EthtoolSample, Overflow, PortSample, Snapshot, frozen_map
+from netd.series import SeriesTracker
+
+
+def eth(netdev: str, **stats: int) -> dict[str, EthtoolSample]:
+    return {netdev: EthtoolSample(netdev, frozen_map(stats))}
+
+
+def test_deltas_skip_resets_irrelevant_names_and_a_missed_sample() -> None:
+    d = NetdevDeltas()
+    assert d.update(eth("n0", rx_prio3_pause=10, rx0_packets=5)) == {}  # first sample: nothing
+    ((layout, deltas),) = d.update(eth("n0", rx_prio3_pause=15, rx0_packets=9)).values()
+    assert deltas == {"rx_prio3_pause": 5.0}  # per-ring noise is not read
+    assert d.update(eth("n0", rx_prio3_pause=3))["n0"][1] == {}  # went backwards: unknown
+    d.update({})  # n0 missing from a sample...
+    assert d.update(eth("n0", rx_prio3_pause=20)) == {}  # ...so its next delta would span two: none
+
+
+def test_layout_maps_names_to_priority_fields() -> None:
+    names = mlx5_ethtool_names((3, 4))
+    d = NetdevDeltas()
+    d.update({"n0": EthtoolSample("n0", frozen_map(dict.fromkeys(names, 0)))})
+    stats = {n: i for i, n in enumerate(names)}
+    layout, deltas = d.update({"n0": EthtoolSample("n0", frozen_map(stats))})["n0"]
+    prios, warn, err = layout.read(deltas)
+    assert [p.priority for p in prios] == [3, 4]
+    p3 = prios[0]
+    assert p3.rx_pause_frames == names.index("rx_prio3_pause")
+    assert p3.tx_pause_us == names.index("tx_prio3_pause_duration")
+    assert p3.tx_packets == names.index("tx_prio3_packets")
+    assert p3.rx_discards == names.index("rx_prio3_discards")
+    assert warn == names.index("tx_pause_storm_warning_events") and err == names.index(
+        "tx_pause_storm_error_events"
+    )
+
+
+def port_sample(device: str, netdev: str, rx_packets: int, resets: bool = False) -> PortSample:
+    c = Counter("port_rcv_packets", "rx_packets", CounterGroup.PMA, rx_packets, 64, Overflow.WRAP)
+    s = Counter("symbol_error", "symbol_error", CounterGroup.PMA, 65535, 16, Overflow.SATURATE)
+    return PortSample(
+        device,
+        1,
+        netdev,
+        "Ethernet",
+        "ACTIVE",
+        "LinkUp",
+        200.0,
+        counters=frozen_map({"port_rcv_packets": c, "symbol_error": s}),
+    )
+
+
+def test_tick_and_pfc_inputs() -> None:
+    names = mlx5_ethtool_names((3,))
+    tracker, feed = SeriesTracker(), DetectFeed()
+    pause = names.index("rx_prio3_pause")
+
+    def snap(t: float, rx: int, p: int) -> Snapshot:
+        stats = dict.fromkeys(names, 0) | {"rx_prio3_pause": p, "link_down_events_phy": p // 100}
+        return Snapshot(
+            timestamp=1000 + t,
+            monotonic=t,
+            host="h",
+            ports=(port_sample("mlx5_0", "n0", rx), port_sample("mlx5_1", "n1", rx)),
+            ethtool=frozen_map(eth("n0", **stats)),
+        )
+
+    feed.tick_input(tracker.update(snap(0.0, 0, 0)))
+    assert feed.pfc_netdevs() == ["n0"]  # n1 has no ethtool statistics at all
+    inp = feed.tick_input(tracker.update(snap(1.0, 1000, 100)))
+    assert inp.path is InputPath.TICK and inp.interval_s == 1.0
+    p0 = inp.port("mlx5_0", 1)
+    assert p0 is not None and p0.counter("rx_packets") == 1000.0
+    assert p0.counter("symbol_error") is None and p0.saturated == frozenset({"symbol_error"})
+    assert p0.priorities[0].rx_pause_frames == 100.0 and p0.netdev_counters["link_down_events_phy"] == 1.0
+    # the PFC path keeps its own previous sample
+    s = snap(1.1, 1000, 150)
+    assert feed.pfc_input(s.ethtool, 1.1, 1001.1).ports == ()  # its first sample
+    s = snap(1.2, 1000, 170)
+    pfc = feed.pfc_input(s.ethtool, 1.2, 1001.2)
+    assert pfc.path is InputPath.PFC and round(pfc.interval_s or 0, 6) == 0.1
+    assert [(p.device, p.priorities[0].rx_pause_frames) for p in pfc.ports] == [("mlx5_0", 20.0)]
+    assert pause >= 0

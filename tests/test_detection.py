@@ -1,0 +1,115 @@
+"""The daemon's detection runtime: fast path, log lines, listener, and the fast-path scheduler."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from netd.config import load_config
+from netd.detect.findings import FindingEvent
+from netd.detection import Detection, log_line, wait_running_fast_path
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from netd.model import EthtoolSample, PortSample, Snapshot, frozen_map
+from netd.series import SeriesTracker
+
+NAMES = mlx5_ethtool_names((3,))
+
+
+class Nic:
+    """A fake NIC whose priority-3 pause counters the test drives."""
+
+    def __init__(self) -> None:
+        self.stats = dict.fromkeys(NAMES, 0)
+        self.reads = 0
+
+    def storm(self, dt: float) -> None:
+        self.stats["rx_prio3_pause"] += int(11_900 * dt)
+        self.stats["rx_prio3_pause_duration"] += int(dt * 1e6)
+
+    def read(self, names: list[str]) -> dict[str, EthtoolSample]:
+        self.reads += 1
+        return {n: EthtoolSample(n, frozen_map(self.stats)) for n in names}
+
+
+def observe(tracker: SeriesTracker, nic: Nic, t: float) -> object:
+    port = PortSample("mlx5_0", 1, "n0", "Ethernet", "ACTIVE", "LinkUp", 200.0)
+    ethtool = frozen_map({"n0": EthtoolSample("n0", frozen_map(dict(nic.stats)))})
+    return tracker.update(Snapshot(timestamp=1e9 + t, monotonic=t, host="h", ports=(port,), ethtool=ethtool))
+
+
+def test_fast_path_finds_a_storm_between_ticks(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    det = Detection(
+        load_config(None, environ={}).detect,
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        listener=events.append,
+    )
+    assert det.fast_interval_s == 0.1
+    det.on_observation(observe(tracker, nic, 0.0))  # learns the PFC netdev
+    caplog.set_level(logging.WARNING, logger="netd.anomalies")
+    for _ in range(4):
+        now[0] += 0.1
+        nic.storm(0.1)
+        state = det.fast_sample()
+    assert [f.kind for f in state.active] == ["pfc_storm"] and state.fast_samples == 4
+    assert state.fast_cpu_seconds > 0 and nic.reads == 4
+    assert [e.action for e in events] == ["opened"] and events[0].finding.started_monotonic == pytest.approx(
+        0.2
+    )
+    (record,) = caplog.records
+    assert record.levelno == logging.ERROR and record.getMessage().startswith("event=anomaly_opened id=")
+    assert (
+        "kind=pfc_storm severity=critical host=h device=mlx5_0 port=1 netdev=n0 priority=3"
+        in record.getMessage()
+    )
+
+
+def test_without_a_reader_there_is_no_fast_path() -> None:
+    det = Detection(load_config(None, environ={}).detect, "h")
+    assert det.fast_interval_s == 0.0
+    assert det.fast_sample().fast_samples == 1  # harmless if called anyway
+
+
+def test_log_line_quotes_values() -> None:
+    det = Detection(load_config(None, environ={}).detect, "h")
+    events: list[FindingEvent] = []
+    det._listener = events.append
+    nic, tracker = Nic(), SeriesTracker()
+    det.on_observation(observe(tracker, nic, 0.0))
+    nic.storm(1.0)
+    det.on_observation(observe(tracker, nic, 1.0))
+    line = log_line(events[0])
+    assert 'explanation="mlx5_0/1 prio 3 is paused 100% of the time' in line
+    assert "\n" not in line
+
+
+def test_fast_path_slots_between_ticks() -> None:
+    """Slots every 0.1 s after the tick, the last one left to the tick; missed slots are skipped."""
+    now = [0.0]
+    taken: list[float] = []
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            now[0] += timeout or 0.0
+            return False
+
+    wait_running_fast_path(1.0, 0.1, Clock(), lambda: now[0], lambda: taken.append(round(now[0], 3)))
+    assert taken == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+    now[0], taken[:] = 0.0, []
+
+    def slow() -> None:  # a sample that takes 0.25 s: the slots it overran are skipped
+        taken.append(round(now[0], 3))
+        now[0] += 0.25
+
+    wait_running_fast_path(1.0, 0.1, Clock(), lambda: now[0], slow)
+    assert taken == [0.1, 0.4, 0.7]
+    stopped = threading.Event()
+    stopped.set()
+    assert wait_running_fast_path(1.0, 0.1, stopped, lambda: 0.0, lambda: None) is True
