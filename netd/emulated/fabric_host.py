@@ -19,6 +19,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Protocol
@@ -116,7 +117,7 @@ class EmulatedFabric:
         # The fabric runs with the DCQCN parameters in force on host 0's first device (netd tune and
         # the daemon's tuner write there): see netd.emulated.cc_params.
         self.params_dir = cc_params_dir(self.host_root(0), "0000:41:00.0")
-        self._render()
+        self._render(range(self.n_hosts))
 
     # -- layout -------------------------------------------------------------------------------
     def host_root(self, host: int) -> Path:
@@ -135,9 +136,16 @@ class EmulatedFabric:
         return self.host_root(h) / "ethtool" / self.netdev(p)
 
     # -- dynamics -----------------------------------------------------------------------------
-    def advance(self, wall_s: float, sim_ms: float | None = None) -> PortDeltas:
+    def advance(
+        self, wall_s: float, sim_ms: float | None = None, render: Sequence[int] | None = None
+    ) -> PortDeltas:
         """Simulate one tick's slice of fabric time (``sim_ms``, default ``sim_ms_per_tick``; less for a
-        sub-tick step of the PFC fast path) and render counts scaled to ``wall_s``."""
+        sub-tick step of the PFC fast path) and render counts scaled to ``wall_s``.
+
+        ``render`` limits which hosts' trees are rewritten (default: all). The fast path renders only the
+        host its daemon reads; every host's counters still advance, and the next full render catches
+        the others up (their files are at most one tick old).
+        """
         sim_ms = self.sim_ms_per_tick if sim_ms is None else sim_ms
         params = read_params(self.params_dir, self.fabric.params)
         if params != self.fabric.params:
@@ -156,7 +164,7 @@ class EmulatedFabric:
         if self.hook is not None:
             self.hook.on_counters(self, self.elapsed_s, wall_s)
         self.elapsed_s += wall_s
-        self._render()
+        self._render(range(self.n_hosts) if render is None else render)
         return deltas
 
     def counters(self, host: int, port: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -208,8 +216,9 @@ class EmulatedFabric:
         add(eth, f"rx_prio{pr}_pause_transition", d["rx_pause_transitions"])
 
     # -- rendering ----------------------------------------------------------------------------
-    def _render(self) -> None:
-        for h, tree in enumerate(self._trees):
+    def _render(self, hosts: Iterable[int]) -> None:
+        for h in hosts:
+            tree = self._trees[h]
             for p in range(self.ports_per_host):
                 tree.set_counters(f"mlx5_{p}", 1, self._hw[(h, p)])
                 # Captures are replaced atomically (the capture reader notices the new inode), so a
