@@ -37,7 +37,8 @@ def run_online(
     topo = scenario.topology
     gbps = [topo.port_gbps(p) for p in range(topo.n_ports)]
     before, paused_before = engine.port_counters(), engine.nic_pause_us()
-    out = OnlineRun(run_metrics_placeholder(), in_force)
+    actions: list[tuple[float, Recommendation]] = []
+    decisions = 0
     while engine.now_us < scenario.end_us - 1e-9:
         start = engine.now_us
         engine.run(min(start + epoch_us, scenario.end_us))
@@ -49,17 +50,11 @@ def run_online(
         )
         before, paused_before = after, paused_after
         rec = tuner.observe(signals, in_force)
-        out.decisions += 1
+        decisions += 1
         if rec.action != "hold":
             in_force = rec.params
             engine.set_params(in_force)
-            out.actions.append((engine.now_us, rec))
+            actions.append((engine.now_us, rec))
     engine.recorder.stop_us = engine.now_us
     engine.drain(scenario.end_us + scenario.drain_us)
-    out.metrics = run_metrics(engine)
-    out.final = in_force
-    return out
-
-
-def run_metrics_placeholder() -> RunMetrics:  # replaced once the run is measured
-    return None  # type: ignore[return-value]
+    return OnlineRun(run_metrics(engine), in_force, actions, decisions)

@@ -15,6 +15,7 @@ from netd.dashboards.fabric_queries import (
     pause_share,
 )
 from netd.dashboards.grafana import Link, Panel, Target
+from netd.dashboards.port_rows import FINDING_COLUMNS
 from netd.dashboards.signals import RATE, on_port, port_loss_events, rate
 
 __all__ = ["findings", "top_ports"]
@@ -101,16 +102,7 @@ def findings() -> tuple[Panel, ...]:
             kind="table",
             width=12,
             height=8,
-            columns={
-                "instance": "instance",
-                "kind": "Kind",
-                "severity": "Severity",
-                "device": "Device",
-                "port": "Port",
-                "netdev": "Netdev",
-                "priority": "Priority",
-                "Value": "Findings",
-            },
+            columns={"instance": "instance", **FINDING_COLUMNS},
         ),
         Panel(
             "Anomalies opened per second by kind and severity",

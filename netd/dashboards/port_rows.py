@@ -10,6 +10,7 @@ from netd.dashboards.grafana import Panel, Row, Target
 from netd.dashboards.signals import RATE, rate
 
 __all__ = [
+    "FINDING_COLUMNS",
     "HOST",
     "NETDEV",
     "PORT",
@@ -28,6 +29,16 @@ HOST = 'instance="$instance"'
 PRIO = 'priority=~"$priority"'
 PORT_LEGEND = "{{device}}/{{port}}"
 PRIO_LEGEND = "{{netdev}} prio {{priority}} {{direction}}"
+# Columns of a findings table (netd_anomaly_active), shared with the fabric overview.
+FINDING_COLUMNS = {
+    "kind": "Kind",
+    "severity": "Severity",
+    "device": "Device",
+    "port": "Port",
+    "netdev": "Netdev",
+    "priority": "Priority",
+    "Value": "Findings",
+}
 
 
 def rate_targets(
@@ -139,15 +150,7 @@ def findings_row() -> Row:
                 (Target(active, instant=True, sparse="rows only while netd holds a finding"),),
                 kind="table",
                 width=16,
-                columns={
-                    "kind": "Kind",
-                    "severity": "Severity",
-                    "device": "Device",
-                    "port": "Port",
-                    "netdev": "Netdev",
-                    "priority": "Priority",
-                    "Value": "Findings",
-                },
+                columns=FINDING_COLUMNS,
             ),
             Panel(
                 "TCP retransmissions on this host (eBPF)",

@@ -24,6 +24,7 @@ a duration is a fraction of ``sim_us``); edits to raw counters happen after, in 
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,7 +67,9 @@ class SliceDeltas:
 
 
 @dataclass
-class Fault:
+class Fault(ABC):
+    """One injected fault; subclasses edit deltas and/or counters and say what should be detected."""
+
     host: int
     port: int
     start_s: float
@@ -82,14 +85,18 @@ class Fault:
         """Whether the slice needs this fault's counter edits (some also act just after their end)."""
         return self.overlap(start_s, wall_s) > 0
 
-    def edit_deltas(self, d: SliceDeltas, ov: float, slice_s: tuple[float, float], refresh_us: float) -> None:
+    # Optional hooks (no-ops here): a fault edits the model's deltas, the rendered counters, or both.
+    def edit_deltas(  # noqa: B027
+        self, d: SliceDeltas, ov: float, slice_s: tuple[float, float], refresh_us: float
+    ) -> None:
         """Change the model's deltas for the slice ``(start_s, wall_s)`` (sim units)."""
 
-    def edit_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float, ov: float) -> None:
+    def edit_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float, ov: float) -> None:  # noqa: B027
         """Change raw counters after scaling (wall units)."""
 
+    @abstractmethod
     def labels(self) -> list[Label]:
-        raise NotImplementedError
+        """The ground truth this fault should produce."""
 
 
 class FaultLayer:
