@@ -2,7 +2,7 @@
 independent implementation, and check these against it).
 
 RoCEv2: Ethernet [802.1Q] / IPv4 or IPv6 / UDP 4791 / BTH [/ RETH | AETH] / payload / ICRC. The
-ICRC is a placeholder (the probes do not verify it); the IPv4 header checksum is real (they do).
+ICRC is four zero bytes, since the probes do not verify it; the IPv4 header checksum is real (they do).
 """
 
 from __future__ import annotations

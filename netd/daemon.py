@@ -45,6 +45,7 @@ class Daemon:
         topology: TopologyService | None = None,
         scorer: CongestionScorer | None = None,
         detection: Detection | None = None,
+        emulator_host: int = 0,
     ) -> None:
         self.collector = collector
         self.detection = detection  # anomaly detection (netd.detection), with its PFC fast path
@@ -53,7 +54,7 @@ class Daemon:
         self.scorer = scorer or CongestionScorer()
         self.interval_s = interval_s
         self.emulator = emulator
-        self.emulator_host = 0  # the emulated host whose tree this daemon reads (build_daemon sets it)
+        self.emulator_host = emulator_host  # the emulated host whose tree this daemon reads
         self._clock = clock
         self._tracker = SeriesTracker()
         self._errors: Tally[str] = Tally()
@@ -177,6 +178,6 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         topology.refresh()
     scorer = scorer_from_config(cfg.congestion)
     detection = build_detection(cfg, collector, choice.emulated)
-    daemon = Daemon(collector, cfg.interval, emulator, topology=topology, scorer=scorer, detection=detection)
-    daemon.emulator_host = cfg.emulator.host_index
+    daemon = Daemon(collector, cfg.interval, emulator, topology=topology, scorer=scorer, detection=detection,
+                    emulator_host=cfg.emulator.host_index)  # fmt: skip
     return daemon, choice
