@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from netd.congestion import Components
 from netd.congestion_state import CongestionScorer, PortInput
 from netd.daemon import build_daemon
 from netd.errors import BenchError
+from netd.runner import bind, share_interpreter_lock
 
 __all__ = ["SyntheticCluster", "bench_api", "register_bench"]
 
@@ -133,8 +133,7 @@ def bench_api(
         daemon.tick()
         view = SyntheticCluster(nodes)
         app = create_app(daemon.state, daemon.last_tick_age_s, interval, view=view, scheduler=cfg.scheduler)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
+        sock = bind("127.0.0.1", 0)  # netd run's listener, with its socket options
         port = sock.getsockname()[1]
         server = uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
 
@@ -150,33 +149,34 @@ def bench_api(
         body.write_text(
             json.dumps({"Pod": pod, "Nodes": None, "NodeNames": [f"node-{n:03d}" for n in range(nodes)]})
         )
-        try:
-            for t in threads:
-                t.start()
-            while not server.started:
-                time.sleep(0.01)
-            ticks.clear()
-            time.sleep(seconds)  # idle
-            idle = list(ticks)
-            ticks.clear()
-            server_tid = threads[-1].native_id
-            cpu0 = _thread_cpu_s(server_tid)
-            base = f"http://127.0.0.1:{port}"
-            congestion = _load(f"{base}/v1/congestion?scope=port&limit=100", rate, seconds, None)
-            prioritize = _load(f"{base}/scheduler/prioritize", rate, seconds, body)
-            result_c, result_p = _summary(congestion, seconds), _summary(prioritize, seconds)
-            loaded = list(ticks)
-            # CPU of the HTTP thread per request answered: unlike latencies on a shared machine, this
-            # does not depend on what else runs there
-            server_cpu = _thread_cpu_s(server_tid) - cpu0
-            answered = result_c["answered"] + result_p["answered"]
-        finally:
-            stop.set()
-            server.should_exit = True
-            for t in threads:
-                t.join(timeout=10)
-            sock.close()
-            daemon.close()
+        with share_interpreter_lock():  # netd run's interpreter setting while it serves
+            try:
+                for t in threads:
+                    t.start()
+                while not server.started:
+                    time.sleep(0.01)
+                ticks.clear()
+                time.sleep(seconds)  # idle
+                idle = list(ticks)
+                ticks.clear()
+                server_tid = threads[-1].native_id
+                cpu0 = _thread_cpu_s(server_tid)
+                base = f"http://127.0.0.1:{port}"
+                congestion = _load(f"{base}/v1/congestion?scope=port&limit=100", rate, seconds, None)
+                prioritize = _load(f"{base}/scheduler/prioritize", rate, seconds, body)
+                result_c, result_p = _summary(congestion, seconds), _summary(prioritize, seconds)
+                loaded = list(ticks)
+                # CPU of the HTTP thread per request answered: unlike latencies on a shared machine, this
+                # does not depend on what else runs there
+                server_cpu = _thread_cpu_s(server_tid) - cpu0
+                answered = result_c["answered"] + result_p["answered"]
+            finally:
+                stop.set()
+                server.should_exit = True
+                for t in threads:
+                    t.join(timeout=10)
+                sock.close()
+                daemon.close()
     return {
         "congestion": result_c,
         "prioritize": result_p,

@@ -65,6 +65,10 @@ class EmulatorConfig(_Section):
     # so the emulator costs a few percent of a core (see docs/emulated-fabric.md).
     sim_ms_per_tick: float = Field(50.0, gt=0, le=1000)
     state_dir: Path | None = None  # default: /run/netd/emulated as root, else a per-user temp dir
+    # The fabric simulation runs in a child process (netd.emulated.child) so that its numpy work
+    # never holds the daemon's interpreter lock while the API answers; true keeps it in-process
+    # (debugging, or code that reaches into the model).
+    in_process: bool = False
 
 
 class ApiConfig(_Section):

@@ -15,6 +15,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from netd.bpf_wiring import start_bpf
 from netd.collect import Collector
@@ -22,7 +23,8 @@ from netd.config import Config
 from netd.congestion_host import host_inputs, scorer_from_config
 from netd.congestion_state import CongestionScorer
 from netd.detection import Detection, build_detection, wait_running_fast_path
-from netd.emulated.fabric_host import EmulatedFabric, default_state_dir
+from netd.emulated.child import EmulatorProcess
+from netd.emulated.fabric_host import EmulatedFabric, Emulator, default_state_dir
 from netd.exporter import ExporterState
 from netd.series import SeriesTracker
 from netd.sources.sysfs_io import list_dir
@@ -40,7 +42,7 @@ class Daemon:
         self,
         collector: Collector,
         interval_s: float,
-        emulator: EmulatedFabric | None = None,
+        emulator: Emulator | None = None,
         clock: Callable[[], float] = time.monotonic,
         topology: TopologyService | None = None,
         scorer: CongestionScorer | None = None,
@@ -155,19 +157,20 @@ def choose_fabric(cfg: Config) -> FabricChoice:
 
 def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
     choice = choose_fabric(cfg)
-    emulator: EmulatedFabric | None = None
+    emulator: Emulator | None = None
     root: Path = cfg.sysfs_root
     if choice.emulated:
         e = cfg.emulator
-        emulator = EmulatedFabric(
-            e.state_dir or default_state_dir(),
-            tors=e.tors,
-            hosts_per_tor=e.hosts_per_tor,
-            ports_per_host=e.ports_per_host,
-            link_gbps=e.link_gbps,
-            seed=e.seed,
-            sim_ms_per_tick=e.sim_ms_per_tick,
-        )
+        options: dict[str, Any] = {
+            "tors": e.tors,
+            "hosts_per_tor": e.hosts_per_tor,
+            "ports_per_host": e.ports_per_host,
+            "link_gbps": e.link_gbps,
+            "seed": e.seed,
+            "sim_ms_per_tick": e.sim_ms_per_tick,
+        }
+        where = e.state_dir or default_state_dir()
+        emulator = EmulatedFabric(where, **options) if e.in_process else EmulatorProcess(where, **options)
         root = emulator.host_root(e.host_index)
     host = emulator.host_name(cfg.emulator.host_index) if emulator is not None else None
     collector = Collector.from_config(cfg, root, host=host, emulated=choice.emulated)

@@ -71,11 +71,29 @@ def test_emulated_fabric_end_to_end(daemon, free_port):
     assert status.returncode == 0, status.stderr
     assert "EMULATED FABRIC" in status.stdout
     assert "mlx5_0/1" in status.stdout and "ens1f1np1" in status.stdout
+    emulator = [pid for pid in _children(proc.pid) if "netd.emulated.child" in _cmdline(pid)]
+    assert len(emulator) == 1  # the fabric runs in its own process (netd.emulated.child)
 
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err
     assert "EMULATED FABRIC" in err  # the banner says so
+    assert not Path(f"/proc/{emulator[0]}").exists() or "netd.emulated.child" not in _cmdline(emulator[0])
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for c in (task / "children").read_text().split()
+    ]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def test_a_second_daemon_on_the_same_port_fails_clearly(daemon, free_port, tmp_path: Path):

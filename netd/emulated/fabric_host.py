@@ -37,7 +37,16 @@ from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
 from netd.errors import NetdError
 from netd.sources.ethtool import format_ethtool_text
 
-__all__ = ["MARKER_FILE", "EmulatedFabric", "FabricHook", "default_state_dir", "rate_text"]
+__all__ = [
+    "MARKER_FILE",
+    "EmulatedFabric",
+    "Emulator",
+    "FabricHook",
+    "default_state_dir",
+    "host_name",
+    "host_root",
+    "rate_text",
+]
 
 MARKER_FILE = ".netd-emulated"
 LOSSLESS_PRIORITY = 3
@@ -52,11 +61,43 @@ class FabricHook(Protocol):
     def on_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float) -> None: ...
 
 
+class Emulator(Protocol):
+    """What the daemon drives: an :class:`EmulatedFabric`, or one in a child process
+    (:class:`netd.emulated.child.EmulatorProcess`)."""
+
+    state_dir: Path
+    sim_ms_per_tick: float
+    elapsed_s: float
+
+    def host_root(self, host: int) -> Path: ...
+
+    def host_name(self, host: int) -> str: ...
+
+    def advance(
+        self, wall_s: float, sim_ms: float | None = None, render: Sequence[int] | None = None
+    ) -> object:
+        """Simulate a slice of fabric time and rewrite the trees (``render``: only these hosts')."""
+        ...
+
+    def close(self) -> None: ...
+
+
 def default_state_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/run/netd/emulated")
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     return Path(base) / f"netd-{os.getuid()}" / "emulated"
+
+
+def host_root(state_dir: Path, host: int, n_hosts: int) -> Path:
+    """Where emulated host ``host`` of ``n_hosts`` keeps its trees."""
+    if not 0 <= host < n_hosts:
+        raise NetdError(f"emulated host index {host} out of range 0..{n_hosts - 1}")
+    return state_dir / f"host{host}"
+
+
+def host_name(host: int) -> str:
+    return f"emu-host{host}"
 
 
 def rate_text(gbps: float) -> str:
@@ -121,12 +162,11 @@ class EmulatedFabric:
 
     # -- layout -------------------------------------------------------------------------------
     def host_root(self, host: int) -> Path:
-        if not 0 <= host < self.n_hosts:
-            raise NetdError(f"emulated host index {host} out of range 0..{self.n_hosts - 1}")
-        return self.state_dir / f"host{host}"
+        return host_root(self.state_dir, host, self.n_hosts)
 
-    def host_name(self, host: int) -> str:
-        return f"emu-host{host}"
+    @staticmethod
+    def host_name(host: int) -> str:
+        return host_name(host)
 
     @staticmethod
     def netdev(port: int) -> str:

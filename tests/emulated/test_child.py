@@ -1,0 +1,81 @@
+"""The emulated fabric in a child process: lockstep with the daemon, same trees, clean ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from netd.emulated.child import EmulatorProcess
+from netd.emulated.fabric_host import EmulatedFabric
+from netd.errors import NetdError
+
+OPTIONS = {"tors": 1, "hosts_per_tor": 2, "ports_per_host": 2, "seed": 5, "sim_ms_per_tick": 5.0}
+
+
+def _counter(root: Path, name: str) -> int:
+    return int((root / "class/infiniband/mlx5_0/ports/1/counters" / name).read_text())
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def child(tmp_path: Path):
+    proc = EmulatorProcess(tmp_path / "emu", **OPTIONS)
+    yield proc
+    proc.close()
+
+
+def test_renders_what_the_in_process_emulator_renders(child: EmulatorProcess, tmp_path: Path):
+    inline = EmulatedFabric(tmp_path / "inline", **OPTIONS)  # same seed and shape
+    try:
+        for _ in range(3):
+            child.advance(0.5)
+            inline.advance(0.5)
+        child.advance(0.1, sim_ms=1.0, render=(1,))  # a fast-path step: host 1's tree only
+        inline.advance(0.1, sim_ms=1.0, render=(1,))
+        for host in (0, 1):
+            assert _tree(child.host_root(host)) == _tree(inline.host_root(host))
+        assert _counter(child.host_root(0), "port_xmit_data") > 0  # the fabric really ran
+        assert child.elapsed_s == pytest.approx(1.6) and child.n_hosts == 2
+        assert child.host_name(1) == "emu-host1"
+    finally:
+        inline.close()
+
+
+def test_advance_returns_after_the_trees_are_written(child: EmulatorProcess):
+    root = child.host_root(0)
+    before = _counter(root, "port_xmit_data")
+    child.advance(1.0)
+    assert _counter(root, "port_xmit_data") > before
+
+
+def test_start_up_errors_surface_in_the_daemon(child: EmulatorProcess):
+    with pytest.raises(NetdError, match="another netd is running the emulated fabric"):
+        EmulatorProcess(child.state_dir, **OPTIONS)
+    with pytest.raises(NetdError, match="out of range"):
+        child.host_root(2)
+
+
+def test_a_dead_child_is_an_error_not_a_hang(child: EmulatorProcess):
+    os.kill(child._proc.pid, signal.SIGKILL)
+    child._proc.wait()
+    with pytest.raises(NetdError, match="emulated fabric process exited"):
+        child.advance(0.5)
+
+
+def test_close_ends_the_child_and_frees_the_state_dir(tmp_path: Path):
+    first = EmulatorProcess(tmp_path / "emu", **OPTIONS)
+    first.close()
+    assert first._proc.returncode == 0
+    second = EmulatorProcess(tmp_path / "emu", **OPTIONS)  # the lock went with the child
+    second.close()
+
+
+def test_ctrl_c_in_the_terminal_does_not_kill_the_child(child: EmulatorProcess):
+    os.kill(child._proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+    child.advance(0.5)  # still answering: the daemon decides when it stops
