@@ -90,7 +90,7 @@ def _readiness(view: FabricView, interval_s: float) -> Callable[[], tuple[bool, 
 
 
 def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning") -> int:
-    from netd.runner import _Server, bind  # the same listener rules as `netd run`
+    from netd.runner import _Server, bind, share_interpreter_lock  # the same listener rules as `netd run`
 
     host, port = cfg.listen_address()
     token_configured = load_token(cfg.api.token_file) is not None
@@ -118,7 +118,8 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
         if warning:
             print(warning, file=out, flush=True)
         threading.Thread(target=view.run, args=(stop,), name="netd-fabric", daemon=True).start()
-        server.run(sockets=[sock])
+        with share_interpreter_lock():  # the refresh thread re-scores the cluster beside the listener
+            server.run(sockets=[sock])
         return 0
     finally:
         stop.set()
