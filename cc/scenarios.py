@@ -32,7 +32,7 @@ from cc.traffic import (
     ring_allreduce,
 )
 
-__all__ = ["Scenario", "run", "suite"]
+__all__ = ["Scenario", "check_names", "run", "suite"]
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,12 @@ SUITE: dict[str, Callable[[int, float], Scenario]] = {
 def suite(seed: int = 1, names: Sequence[str] | None = None, measure_us: float = 30_000.0) -> list[Scenario]:
     """The evaluation scenarios (all of them, or ``names``), built deterministically from ``seed``,
     each measured for ``measure_us`` after a 6 ms warm-up."""
-    unknown = set(names or ()) - set(SUITE)
+    check_names(names or ())
+    return [SUITE[name](seed, measure_us) for name in (names or SUITE)]
+
+
+def check_names(names: Sequence[str]) -> None:
+    """ValueError naming the known scenarios if any of ``names`` is not one of them."""
+    unknown = set(names) - set(SUITE)
     if unknown:
         raise ValueError(f"unknown scenarios {sorted(unknown)}; known: {sorted(SUITE)}")
-    return [SUITE[name](seed, measure_us) for name in (names or SUITE)]

@@ -77,5 +77,22 @@ def test_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--no-suite", "--no-speed", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "tuner_knobs": "NIC and switch ECN profile",
+        "seeds": [1, 2, 3],
         "scenarios": [],
     }
+    with pytest.raises(SystemExit):
+        bench.main(["--seeds", "1,x", "--no-speed"])
+    assert "--seeds takes integers, got 'x'" in capsys.readouterr().err
+
+
+def test_a_scenario_is_judged_on_the_means_over_its_seeds() -> None:
+    report = bench.seeded_report("alltoall", [1, 2], measure_us=1_000.0)
+    runs = report["seeds"]
+    assert [r["seed"] for r in runs] == [1, 2] and report["name"] == "alltoall"
+    for run in ("default", "tuned"):
+        for figure in ("p99_fct_slowdown", "utilization", "pause_fraction", "p99_queue_kb"):
+            mean = (runs[0][run][figure] + runs[1][run][figure]) / 2
+            assert report[run][figure] == pytest.approx(mean, abs=1e-6)
+    assert report["checks"] == bench._checks(report["default"], report["tuned"], "alltoall")
+    assert runs[0]["default"] != runs[1]["default"]  # two draws of the fabric, not one twice
+    json.dumps(report)
