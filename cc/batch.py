@@ -9,6 +9,7 @@ numpy's per-call overhead stops dominating.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import fields
 
@@ -60,6 +61,19 @@ class ParamBatch:
         self.min_keep = self.rp_min_dec_fac / 100.0
         self.initial_alpha = self.rp_initial_alpha_value / 1024.0
         self.ecn_enabled = self.pmax > 0
+
+    def widened(self, columns: int) -> ParamBatch:
+        """The same parameter sets with every column repeated to ``(batch, columns)``.
+
+        Values are unchanged; only the shape is. The rules run over ``(batch, flows)`` state, and a
+        numpy operation costs about twice as much when it broadcasts a ``(batch, 1)`` operand along
+        the short inner axis as when both operands have the same shape.
+        """
+        wide = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray) and value.shape == (len(self), 1):
+                setattr(wide, name, np.ascontiguousarray(np.broadcast_to(value, (len(self), columns))))
+        return wide
 
     def __len__(self) -> int:
         return len(self.params)

@@ -187,24 +187,36 @@ def rate_cut(state: RpState, cuts: Floats, params: RpParams, line_rate_mbps: Val
     cut = cuts > 0
     first = cut & ~state.seen_cnp
     np.copyto(state.alpha, params.initial_alpha, where=first)
-    increased = (state.byte_stage > 0) | (
-        (state.timer_stage > 0) & np.greater(params.rp_clamp_tgt_rate_ati, 0)
-    )
-    clamp = cut & (np.greater(params.rp_clamp_tgt_rate, 0) | increased)
+    constants = _constants(params, 0.0)
+    clamp_every_cut = constants.clamp_every_cut
+    if clamp_every_cut is True:
+        clamp = cut
+    else:  # Rt <- Rc only on the first cut after an increase event (the mlx5 default)
+        increased = state.byte_stage > 0
+        if constants.clamp_after_timer is True:
+            increased |= state.timer_stage > 0
+        elif constants.clamp_after_timer is None:
+            increased |= (state.timer_stage > 0) & np.greater(params.rp_clamp_tgt_rate_ati, 0)
+        if clamp_every_cut is None:
+            increased |= np.greater(params.rp_clamp_tgt_rate, 0)
+        clamp = cut & increased
     np.copyto(state.rt, state.rc, where=clamp | first)
     keep = np.maximum(1.0 - params.cut_scale * state.alpha, params.min_keep)
     state.rc *= np.exp(cuts * np.log(keep))  # keep ** cuts: c cuts in one step, without a slow pow
     first_rate = params.rp_rate_to_set_on_first_cnp
-    if _constants(params, 0.0).first_rate_on:
+    if constants.first_rate_on:
         forced = np.minimum(first_rate, line_rate_mbps)
         np.copyto(state.rc, forced, where=first & np.greater(first_rate, 0))
     np.maximum(state.rc, params.rp_min_rate, out=state.rc)
     state.seen_cnp |= cut
 
 
-def alpha_on_cnp(state: RpState, cnps: Floats, g: Value) -> None:
-    """On CNP: "alpha <- (1 - g) alpha + g"; c CNPs compose to 1 - (1 - g)^c (1 - alpha)."""
-    state.alpha[:] = 1.0 - np.exp(cnps * np.log1p(-g)) * (1.0 - state.alpha)  # (1 - g)^c
+def alpha_on_cnp(state: RpState, cnps: Floats, g: Value, log_keep: Value | None = None) -> None:
+    """On CNP: "alpha <- (1 - g) alpha + g"; c CNPs compose to 1 - (1 - g)^c (1 - alpha).
+    ``log_keep``: log(1 - g), when the caller has it already."""
+    if log_keep is None:
+        log_keep = np.log1p(-g)
+    state.alpha[:] = 1.0 - np.exp(cnps * log_keep) * (1.0 - state.alpha)  # (1 - g)^c
 
 
 def alpha_decay(state: RpState, dt_us: float, period_us: Value, g: Value) -> None:
@@ -223,6 +235,11 @@ class _Constants(NamedTuple):
     byte_counter_on: bool
     first_rate_on: bool
     cnp_gated: bool  # every row paces CNPs (np_min_time_between_cnps > 0)
+    log_keep_alpha: Value  # log(1 - g): c CNPs keep (1 - g)^c of 1 - alpha
+    # Flags set in every row (True), in none (False), or only in some (None): the rules take the
+    # general path only for None, and skip a flag's operations where it is the same everywhere.
+    clamp_every_cut: bool | None  # rp_clamp_tgt_rate: Rt <- Rc on every cut
+    clamp_after_timer: bool | None  # rp_clamp_tgt_rate_ati: a timer increase re-arms Rt <- Rc
 
 
 @lru_cache(maxsize=256)
@@ -236,7 +253,15 @@ def _constants(params: RpParams, dt_us: float) -> _Constants:
         byte_counter_on=bool(np.any(reset)),
         first_rate_on=bool(np.any(params.rp_rate_to_set_on_first_cnp)),
         cnp_gated=bool(np.all(np.greater(params.np_min_time_between_cnps, 0))),
+        log_keep_alpha=np.log1p(-np.asarray(params.g, dtype=np.float64)),
+        clamp_every_cut=_all_or_none(np.greater(params.rp_clamp_tgt_rate, 0)),
+        clamp_after_timer=_all_or_none(np.greater(params.rp_clamp_tgt_rate_ati, 0)),
     )
+
+
+def _all_or_none(flags: NDArray[np.bool_] | np.bool_) -> bool | None:
+    """True if every flag is set, False if none is, None if the rows differ."""
+    return True if np.all(flags) else False if not np.any(flags) else None
 
 
 def increase_events(
@@ -299,16 +324,19 @@ def rp_step(
     cnps = np.asarray(cnp_mask, dtype=np.float64)
     g = params.g
     any_cnp = bool(np.count_nonzero(cnps))
+    constants = _constants(params, dt_us)
     if any_cnp:
-        quiet = cnps == 0  # multiplying by it zeroes what a CNP resets
+        # 1 where no CNP came, 0 where one did: multiplying by it zeroes what a CNP resets (a float
+        # mask, because numpy multiplies by a bool array at twice the cost, casting as it goes)
+        quiet = np.equal(cnps, 0.0).astype(np.float64)
         period = params.rp_rate_reduce_monitor_period  # >= 1 µs by its range
         cuts = _paced(cnps, state.next_cut_us, state.now_us, dt_us, period, positive=True)
         rate_cut(state, cuts, params, line_rate_mbps)
-        alpha_on_cnp(state, cnps, g)
+        alpha_on_cnp(state, cnps, g, constants.log_keep_alpha)
         state.alpha_timer_us *= quiet
     else:
         cuts = cnps  # all zero: no cut
-    decay = _constants(params, dt_us).alpha_decay
+    decay = constants.alpha_decay
     if decay is not None:  # every alpha period fits the step a whole number of times: no timer to keep
         state.alpha *= decay
     else:

@@ -84,7 +84,6 @@ class Engine(FlowState):
         self._any_lossy = bool(self._lossy.any())
         self._no_departures = np.zeros((len(batch), net.K + 1))
         self._last_departed = self._no_departures
-        self._emit_dirty = False
         self.set_params(batch)
 
     # -- parameters ----------------------------------------------------------------------------
@@ -94,6 +93,7 @@ class Engine(FlowState):
         if len(batch) != self.batch:
             raise ValueError(f"{len(batch)} parameter sets for a batch of {self.batch}")
         self.params = batch
+        self._rule_params: ParamBatch | None = None  # widened to the flow columns when first needed
         net = self.net
         scale = net.key_ecn_scale[None, :]
         self._kmin = np.where(batch.ecn_enabled, batch.kmin_bytes * scale, np.inf)
@@ -108,6 +108,14 @@ class Engine(FlowState):
         self._xon = np.where(lossless, batch.xon_bytes, np.inf)
         self._drop_above = np.where(lossless, batch.xoff_bytes + net.key_headroom[None, :], np.inf)
         self._xon_floor = float(batch.xon_bytes.min()) if net.key_lossless.any() else math.inf
+        self._pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
+
+    def _rules(self) -> ParamBatch:
+        """The parameters as the DCQCN rules read them: one value per (row, flow column)."""
+        wide = self._rule_params
+        if wide is None or wide.rp_ai_rate.shape[1] != self.slots.capacity:
+            wide = self._rule_params = self.params.widened(self.slots.capacity)
+        return wide
 
     # -- running -------------------------------------------------------------------------------
     def run(self, until_us: float) -> None:
@@ -119,7 +127,9 @@ class Engine(FlowState):
             self._admit()
             if self.baseline is None and self.t >= start_step:
                 self.baseline = self.snapshot()  # after admission: flows starting now are measured
-            if self._calm_steps > self.slots.fill_steps and self._skip(end):
+            # steady for a path's length, and then for the ring's depth: every emission a gather
+            # can still read is the steady one, so resuming after a jump needs no re-alignment
+            if self._calm_steps > self.slots.fill_steps + self.slots.depth and self._skip(end):
                 continue
             self._step()
 
@@ -133,31 +143,29 @@ class Engine(FlowState):
         return self._next is None and not self.active.any()
 
     def _step(self) -> None:
-        net, st, rec, p = self.net, self.slots, self.recorder, self.params
+        net, st, rec, p = self.net, self.slots, self.recorder, self._rules()
         dt, t = self.config.dt_us, self.t
         now = t * dt
-        B, F, H, K1 = self.batch, st.capacity, net.hop_max, net.K + 1
+        B, F, K1 = self.batch, st.capacity, net.K + 1
         phase = t % st.depth
-        arrived_b, arrived_m = self.ring_b[phase], self.ring_m[phase]
-        self.backlog += arrived_b[..., :H]
-        self.marked += arrived_m[..., :H]
-        # Read in place: this step's emissions land one or more steps ahead, never in this slot,
-        # which is cleared at the end of the step.
-        delivered = arrived_b[..., H]
-        delivered_m = arrived_m[..., H]
+        ring = self.ring
+        arrived_b, arrived_m, delivered, delivered_m = ring.arrivals(phase)
+        self.backlog += arrived_b
+        self.marked += arrived_m
         seen = self.pfc.seen(t)
+        # this step's emissions go to the ring slot written depth steps ago, read for the last time
+        emit_b, emit_m = ring.hop_bytes[phase], ring.hop_marks[phase]
 
         # 1-2. switch egress: serve, mark at dequeue, forward
         qlen = np.bincount(st.queue_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
-        emit_b, emit_m = self.emit_b, self.emit_m
         standing = qlen
         marking = False
         if np.count_nonzero(qlen):
             departed = self._serve(qlen, seen)
             standing = qlen - departed
             share = np.take(departed / np.maximum(qlen, 1e-12), st.queue_index)  # empty queue: 0 / tiny
-            out = self.backlog * share
-            out_m = self.marked * share
+            out = np.multiply(self.backlog, share, out=emit_b)
+            out_m = np.multiply(self.marked, share, out=emit_m)
             self.backlog -= out
             self.marked -= out_m
             # a byte leaving during the step saw, on average, what stays plus half of what leaves
@@ -166,15 +174,10 @@ class Engine(FlowState):
                 marking = True
                 mark = self._red(seen_queue)
                 out_m += (out - out_m) * np.take(mark, st.queue_index)
-            emit_b[..., 1:] = out
-            emit_m[..., 1:] = out_m
-            self._emit_dirty = True
         else:
             departed = self._no_departures
-            if self._emit_dirty:
-                emit_b[..., 1:] = 0.0
-                emit_m[..., 1:] = 0.0
-                self._emit_dirty = False
+            emit_b.fill(0.0)
+            emit_m.fill(0.0)
         rec.on_queues(now, dt, standing, departed)
 
         # 3. receivers: CE marks -> NP -> CNPs on their way back
@@ -204,11 +207,7 @@ class Engine(FlowState):
                 self.acc["cnp_handled"] += cnp_in
         sent = self._inject(seen)
         rp_step(self.rp, cnp_in, sent, dt, p, st.line)
-        emit_b[..., 0] = sent
-        self._emit(phase)
-
-        arrived_b.fill(0.0)
-        arrived_m.fill(0.0)
+        ring.nic_bytes[phase] = sent
 
         # 5. PFC decisions and drops, on what stays in the buffers
         self._pfc_and_drops(t, standing)
@@ -230,25 +229,9 @@ class Engine(FlowState):
 
     def _red(self, queue: np.ndarray) -> np.ndarray:
         """:func:`cc.dcqcn.red_mark_probability` with the per-key ramp precomputed (same curve)."""
-        mark = np.clip((queue - self._kmin_ramp) * self._slope, 0.0, self.params.pmax)
+        mark = np.clip((queue - self._kmin_ramp) * self._slope, 0.0, self._pmax)
         mark[queue > self._kmax] = 1.0
         return mark
-
-    def _emit(self, phase: int) -> None:
-        """Start this step's emissions across their links (fractional delays split over two steps)."""
-        st = self.slots
-        flat_b, flat_m = self.ring_b.reshape(-1), self.ring_m.reshape(-1)
-        index = st.emit_index[phase]
-        if st.fractional:
-            whole, part = 1.0 - st.emit_w, st.emit_w
-            nxt = st.emit_index_next[phase]
-            flat_b[index] += self.emit_b * whole
-            flat_b[nxt] += self.emit_b * part
-            flat_m[index] += self.emit_m * whole
-            flat_m[nxt] += self.emit_m * part
-        else:
-            flat_b[index] += self.emit_b
-            flat_m[index] += self.emit_m
 
     def _serve(self, qlen: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
         """Bytes each egress queue sends this step: line rate, strict priority, nothing if paused."""
@@ -356,7 +339,7 @@ class Engine(FlowState):
         self.owed -= moved
         self.acc["tx_bytes"] += moved
         self.acc["rx_bytes"] += moved
-        rp_step(self.rp, self.zero_bf, moved, span, self.params, self.slots.line)
+        rp_step(self.rp, self.zero_bf, moved, span, self._rules(), self.slots.line)
         self.np_state.now_us += span
         self.recorder.on_calm(self.t * dt, span, steps, self._last_departed, self.busy_dt / dt)
         self.t += steps

@@ -20,6 +20,7 @@ from cc.batch import ParamBatch
 from cc.dcqcn import NpState, RpState
 from cc.network import Network
 from cc.recorder import Recorder
+from cc.ring import EmissionRing
 from cc.slots import SlotTable, pad_flows
 from cc.traffic import FlowSpec
 
@@ -111,15 +112,14 @@ class FlowState:
         self.rp = RpState.new((B, 0), 0.0, params)
         self.np_state = NpState.new((B, 0))
         self.backlog, self.marked = np.zeros((B, 0, H)), np.zeros((B, 0, H))
-        depth = self.slots.depth
-        self.ring_b, self.ring_m = np.zeros((depth, B, 0, H + 2)), np.zeros((depth, B, 0, H + 2))
+        self.ring = EmissionRing(self.slots.depth, B, H)
         self.cnp_ring = np.zeros((self.cnp_depth, B, 0))
         self._grow(capacity)
 
     # -- capacity --------------------------------------------------------------------------------
     def _grow(self, capacity: int) -> None:
         self.slots.grow(capacity)
-        F, B, H = capacity, self.batch, self.net.hop_max
+        F, B = capacity, self.batch
         self.active = pad_flows(self.active, 1, F, False)
         self.sent, self.delivered = pad_flows(self.sent, 1, F), pad_flows(self.delivered, 1, F)
         self.owed = pad_flows(self.owed, 1, F, np.inf)  # a column with no live flow owes nothing to check
@@ -129,9 +129,9 @@ class FlowState:
             setattr(self.rp, name, pad_flows(getattr(self.rp, name), 1, F))
         self.np_state.next_cnp_us = pad_flows(self.np_state.next_cnp_us, 1, F, -np.inf)
         self.backlog, self.marked = pad_flows(self.backlog, 1, F), pad_flows(self.marked, 1, F)
-        self.ring_b, self.ring_m = pad_flows(self.ring_b, 2, F), pad_flows(self.ring_m, 2, F)
+        self.ring.grow(F)
+        self._route(np.arange(F))
         self.cnp_ring = pad_flows(self.cnp_ring, 2, F)
-        self.emit_b, self.emit_m = np.zeros((B, F, H + 1)), np.zeros((B, F, H + 1))
         self.zero_bf = np.zeros((B, F))
         self._uniform_block = np.zeros((0, F))
 
@@ -193,7 +193,13 @@ class FlowState:
         self.owed[:, cols] = sizes
         for array in (self.sent, self.delivered, self.backlog, self.marked):
             array[:, cols] = 0.0
-        self.ring_b[:, :, cols] = self.ring_m[:, :, cols] = self.cnp_ring[:, :, cols] = 0.0
+        self.ring.clear(cols)
+        self.cnp_ring[:, :, cols] = 0.0
+        self._route(cols)
+
+    def _route(self, cols: np.ndarray) -> None:
+        st = self.slots
+        self.ring.route(cols, st.emit_target[cols], st.emit_lo[cols], st.emit_w[cols])
 
     def _finish_and_stop(self) -> None:
         now = self.t * self.config.dt_us

@@ -6,8 +6,9 @@ the column's static description (path keys, emission targets and delays, line ra
 once, at admission. Capacity doubles when a workload needs more concurrent flows than it has, which
 re-lays every array (rare: at most log2 of the peak concurrency times per run).
 
-Ring buffers of in-flight bytes are ``(depth, batch, capacity, hop_max + 2)``: position j < H is
-"arriving at hop j", H is "arriving at the receiver", H + 1 is trash for unused path positions.
+Emission slot e of a column (0: its NIC, j: hop j - 1's queue) reaches arrival position
+``emit_target[e]`` (j < H: hop j, H: the receiver, H + 1: nowhere) after ``emit_lo + emit_w`` steps;
+:class:`cc.ring.EmissionRing` turns that into gathers.
 """
 
 from __future__ import annotations
@@ -56,7 +57,6 @@ class SlotTable:
         self.line = np.zeros(0)
         self.demand = np.zeros(0)
         self.stop_us = np.zeros(0)
-        self.fractional = False
         self.grow(capacity)
 
     def grow(self, capacity: int) -> None:
@@ -82,11 +82,9 @@ class SlotTable:
         self._relayout()
 
     def _relayout(self) -> None:
-        """Flat indices over (batch, capacity, ...) for bincounts, gathers and ring writes."""
+        """Flat indices over (batch, capacity, ...) for bincounts and gathers."""
         B, F, H, keys = self.batch, self.capacity, self.net.hop_max, self.net.K + 1
         rows = np.arange(B)[:, None, None]
-        self.row_stride = F * (H + 2)  # ring columns per batch row
-        self.ring_size = B * self.row_stride
         self.queue_flat = (rows * keys + self.queue_key[None]).reshape(-1)
         self.ingress_flat = (rows * keys + self.ingress_key[None]).reshape(-1)
         self.queue_index = self.queue_flat.reshape(B, F, H)  # the same indices, for np.take (views)
@@ -94,15 +92,7 @@ class SlotTable:
         self.src_key_flat = rows[:, :, 0] * keys + self.src_key[None]
         self.src_port_flat = rows[:, :, 0] * self.n_ports + self.src_port[None]
         self.dst_port_flat = rows[:, :, 0] * self.n_ports + self.dst_port[None]
-        columns = np.arange(F)[:, None] * (H + 2) + self.emit_target
-        self.emit_base = rows * self.row_stride + columns[None]
         self.cnp_base = np.arange(B)[:, None] * F + np.arange(F)[None, :]
-        self.fractional = bool(np.any(self.emit_w))
-        # ring index of every emission for each phase of the ring: step t writes phase t % depth
-        phases = np.arange(self.depth)[:, None, None]
-        lo = (phases + self.emit_lo[None]) % self.depth
-        self.emit_index = lo[:, None] * self.ring_size + self.emit_base[None]
-        self.emit_index_next = ((lo + 1) % self.depth)[:, None] * self.ring_size + self.emit_base[None]
 
     def assign(self, items: list[tuple[FlowSpec, int, CompiledFlow]]) -> np.ndarray:
         """Put flows (spec, id, compiled path) in free columns, all at once; returns the columns.
@@ -138,12 +128,6 @@ class SlotTable:
         self.src_key_flat[:, cols] = rows[:, :, 0] * keys + self.src_key[cols][None]
         self.src_port_flat[:, cols] = rows[:, :, 0] * self.n_ports + self.src_port[cols][None]
         self.dst_port_flat[:, cols] = rows[:, :, 0] * self.n_ports + self.dst_port[cols][None]
-        base = rows * self.row_stride + (cols[:, None] * (H + 2) + self.emit_target[cols])[None]
-        self.emit_base[:, cols] = base
-        lo = (np.arange(self.depth)[:, None, None] + self.emit_lo[cols][None]) % self.depth  # (D, n, H+1)
-        self.emit_index[:, :, cols] = lo[:, None] * self.ring_size + base[None]
-        self.emit_index_next[:, :, cols] = ((lo + 1) % self.depth)[:, None] * self.ring_size + base[None]
-        self.fractional = self.fractional or bool(np.any(self.emit_w[cols]))
 
     def release(self, col: int) -> None:
         self.flow_id[col] = -1

@@ -143,19 +143,30 @@ def test_mixed_speeds_scale_the_ecn_thresholds_with_the_port() -> None:
 
 def test_batched_rows_run_the_same_rules_as_one_parameter_set() -> None:
     """ParamBatch columns broadcast through the RP rules exactly like a DcqcnParams."""
-    variants = [DcqcnParams(), DcqcnParams(rp_byte_reset=0, rp_clamp_tgt_rate=1), DcqcnParams.paper()]
+    variants = [
+        DcqcnParams(),
+        DcqcnParams(rp_byte_reset=0, rp_clamp_tgt_rate=1),
+        DcqcnParams.paper(),
+        DcqcnParams(rp_clamp_tgt_rate_ati=0),
+    ]
+    n = len(variants)
     batch = ParamBatch(variants)
     rng = np.random.default_rng(3)
-    cnps = rng.integers(0, 2, (40, 3, 5)).astype(float)
-    sent = rng.uniform(0, 5e4, (40, 3, 5))
-    together = RpState.new((3, 5), 200_000.0, batch)
+    cnps = rng.integers(0, 2, (40, n, 5)).astype(float)
+    sent = rng.uniform(0, 5e4, (40, n, 5))
+    together = RpState.new((n, 5), 200_000.0, batch)
+    widened = RpState.new((n, 5), 200_000.0, batch)
     alone = [RpState.new(5, 200_000.0, p) for p in variants]
     for step in range(40):
         rp_step(together, cnps[step], sent[step], 7.0, batch, 200_000.0)
+        rp_step(widened, cnps[step], sent[step], 7.0, batch.widened(5), 200_000.0)
         for row, (state, p) in enumerate(zip(alone, variants, strict=True)):
             rp_step(state, cnps[step, row], sent[step, row], 7.0, p, 200_000.0)
     for row, state in enumerate(alone):
         assert np.allclose(together.rc[row], state.rc) and np.allclose(together.alpha[row], state.alpha)
+        assert np.allclose(together.rt[row], state.rt)
+    for name in ("rc", "rt", "alpha", "timer_stage", "byte_stage"):  # same values, only the shape differs
+        assert np.array_equal(getattr(widened, name), getattr(together, name))
 
 
 def test_calm_stretches_are_jumped_without_changing_the_result() -> None:
@@ -167,3 +178,24 @@ def test_calm_stretches_are_jumped_without_changing_the_result() -> None:
     # alone at line rate, the 50 MB flow needs 2 ms; the 1 MB flow at 50 Gb/s 160 µs
     assert finish[0] == pytest.approx(2_000 + 3, rel=0.02) and finish[1] == pytest.approx(160 + 3, rel=0.05)
     assert engine.t < 2_100 and not np.isnan(finish).any()
+
+
+def test_jumping_a_calm_stretch_leaves_the_run_where_stepping_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow alone at line rate (calm, jumped over in several jumps that end at trace points), then
+    a second one joins and DCQCN acts: the bytes still on the wire at each jump must arrive when they
+    would have, or the join meets a different queue and the run diverges."""
+    flows = [FlowSpec(1, 0, 0.0, stop_us=1e9, key=1), FlowSpec(2, 0, 1_000.0, stop_us=1e9, key=2)]
+    config = SimConfig(dt_us=1.0, ecn_reference_gbps=40.0)
+
+    def run() -> Engine:
+        engine = Engine(single_bottleneck(2, 40.0), flows, DcqcnParams.paper(), config, trace_us=250.0)
+        engine.run(3_000.0)
+        return engine
+
+    jumped = run()
+    monkeypatch.setattr(Engine, "_skip", lambda self, end: False)
+    stepped = run()
+    assert jumped.t == stepped.t
+    for name in ("delivered", "sent", "backlog"):
+        np.testing.assert_allclose(getattr(jumped, name), getattr(stepped, name), rtol=1e-9, atol=1e-6)
+    np.testing.assert_allclose(jumped.rp.rc, stepped.rp.rc, rtol=1e-9)

@@ -36,20 +36,26 @@ def incast_of_long_flows(n: int, params: list[DcqcnParams], config: SimConfig, u
 
 @pytest.fixture(scope="module")
 def pair() -> tuple[RunMetrics, RunMetrics]:
-    """A flow at line rate, a second joining at 2 ms; paper profile (R_AI 40 Mb/s) and R_AI 5 Mb/s."""
+    """A flow at line rate, a second joining at 2 ms; paper profile (R_AI 40 Mb/s) and R_AI 5 Mb/s.
+
+    When the second flow joins, both flows are cut below their fair share (alpha starts near 1, and
+    the queue keeps marking while it drains), then climb back by additive increase: R_AI per 55 µs
+    timer event, 0.73 Gb/s per ms. Recovering from half the fair share (10 of 20 Gb/s) takes ~14 ms,
+    so the window measured is 12-24 ms.
+    """
     flows = [FlowSpec(1, 0, 0.0, stop_us=1e9, key=1), FlowSpec(2, 0, 2_000.0, stop_us=1e9, key=2)]
     slow = dataclasses.replace(PAPER, rp_ai_rate=5)
     engine = Engine(
-        single_bottleneck(2, 40.0), flows, [PAPER, slow], AT_40G, measure_from_us=8_000.0, trace_us=250.0
+        single_bottleneck(2, 40.0), flows, [PAPER, slow], AT_40G, measure_from_us=12_000.0, trace_us=250.0
     )
-    engine.run(16_000.0)
+    engine.run(24_000.0)
     return run_metrics(engine, 0), run_metrics(engine, 1)
 
 
 def test_two_flows_converge_to_a_fair_share(pair: tuple[RunMetrics, RunMetrics]) -> None:
     m = pair[0]
     assert m.jain_fairness is not None and m.jain_fairness > 0.99  # equal shares once converged
-    assert m.convergence_us is not None and m.convergence_us <= 6_000.0
+    assert m.convergence_us is not None and m.convergence_us <= 14_000.0  # see the fixture
     assert m.utilization > 0.95 and m.pause_fraction == 0.0
 
 
