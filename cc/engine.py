@@ -163,7 +163,7 @@ class Engine(FlowState):
         if np.count_nonzero(qlen):
             departed = self._serve(qlen, seen)
             standing = qlen - departed
-            share = np.take(departed / np.maximum(qlen, 1e-12), st.queue_index)  # empty queue: 0 / tiny
+            share = (departed / np.maximum(qlen, 1e-12)).take(st.queue_index)  # empty queue: 0 / tiny
             out = np.multiply(self.backlog, share, out=emit_b)
             out_m = np.multiply(self.marked, share, out=emit_m)
             self.backlog -= out
@@ -173,7 +173,7 @@ class Engine(FlowState):
             if float(seen_queue.max()) > self._kmin_floor:
                 marking = True
                 mark = self._red(seen_queue)
-                out_m += (out - out_m) * np.take(mark, st.queue_index)
+                out_m += (out - out_m) * mark.take(st.queue_index)
         else:
             departed = self._no_departures
             emit_b.fill(0.0)
@@ -229,7 +229,7 @@ class Engine(FlowState):
 
     def _red(self, queue: np.ndarray) -> np.ndarray:
         """:func:`cc.dcqcn.red_mark_probability` with the per-key ramp precomputed (same curve)."""
-        mark = np.clip((queue - self._kmin_ramp) * self._slope, 0.0, self._pmax)
+        mark = ((queue - self._kmin_ramp) * self._slope).clip(0.0, self._pmax)
         mark[queue > self._kmax] = 1.0
         return mark
 
@@ -260,10 +260,10 @@ class Engine(FlowState):
         rate = np.minimum(self.rp.rc, st.demand)
         rate *= self.active
         if seen is not None:
-            rate *= ~seen.reshape(-1)[st.src_key_flat]
+            rate *= ~seen.take(st.src_key_flat)
         if self.shared_nic:
             load = np.bincount(st.src_port_flat.reshape(-1), rate.reshape(-1), minlength=self.port_line.size)
-            rate *= np.minimum(1.0, self.port_line / np.maximum(load, 1e-9))[st.src_port_flat]
+            rate *= np.minimum(1.0, self.port_line / np.maximum(load, 1e-9)).take(st.src_port_flat)
         sent = np.minimum(rate * (dt / 8.0), self.owed)
         self.owed -= sent
         self.sent += sent
@@ -276,16 +276,18 @@ class Engine(FlowState):
             over = np.where(self._lossy, standing - self.config.lossy_buffer_bytes, 0.0)
             if over.max() > 0:
                 ratio = np.divide(np.maximum(over, 0.0), standing, out=np.zeros_like(over), where=over > 0)
-                self._drop(np.take(ratio, st.queue_index))
+                self._drop(ratio.take(st.queue_index))
         if not self.pfc.live and float(standing.sum()) <= self._xon_floor:
             return  # no ingress of any row can be above XON, and nothing is paused
         B, K1 = self.batch, self.net.K + 1
         occupancy = np.bincount(st.ingress_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
+        if not self.pfc.live and float(occupancy.max()) <= self._xon_floor:
+            return  # the same, per ingress: nothing to pause (pfc.paused is all clear) and no drops
         paused = (occupancy > self._xoff) | (self.pfc.paused & (occupancy > self._xon))
         beyond = occupancy - self._drop_above
         if beyond.max() > 0:  # headroom exhausted: the lossless promise is broken
             ratio = np.divide(np.maximum(beyond, 0.0), occupancy, out=np.zeros_like(beyond), where=beyond > 0)
-            self._drop(np.take(ratio, st.ingress_index))
+            self._drop(ratio.take(st.ingress_index))
         self.pfc.decide(t, paused)
 
     def _drop(self, ratio: np.ndarray) -> None:

@@ -46,7 +46,7 @@ def queue_bins(queue_bytes: Floats) -> NDArray[np.intp]:
     j *= 60.0
     j -= 180.0  # 60 log10(q / 1 KB): q's position among the 1 KB .. 1 GB edges
     np.floor(j, out=j)
-    np.clip(j, 0.0, 360.0, out=j)
+    j.clip(0.0, 360.0, out=j)
     b = j.astype(np.intp)
     b += 2
     b -= q < QUEUE_EDGES[b]  # rounding up, or q below 1 KB (then b = 1, the [1, 1000) bin)
@@ -93,7 +93,7 @@ class Recorder:
         if not (self.queues and self.start_us <= now_us < self.stop_us):
             return
         self.measured_us += dt
-        np.take(qlen, self.switch_keys, axis=1, out=self._pending[self._n_pending])
+        qlen.take(self.switch_keys, axis=1, out=self._pending[self._n_pending])
         self._n_pending += 1
         if self._n_pending == PENDING_STEPS:
             self._bin_pending()

@@ -100,13 +100,13 @@ class EmissionRing:
         """This step's arrivals: bytes and marked bytes at each hop ``(batch, capacity, hops)``,
         then at each receiver ``(batch, capacity)``."""
         hop_i, rx_i = self._hop_index[0, phase], self._rx_index[0, phase]
-        hop_b, hop_m = np.take(self.bytes, hop_i), np.take(self.marks, hop_i)
-        rx_b, rx_m = np.take(self.bytes, rx_i), np.take(self.marks, rx_i)
+        hop_b, hop_m = self.bytes.take(hop_i), self.marks.take(hop_i)
+        rx_b, rx_m = self.bytes.take(rx_i), self.marks.take(rx_i)
         if self.fractional:
             hop_j, rx_j = self._hop_index[1, phase], self._rx_index[1, phase]
             (hw, hp), (rw, rp) = self._hop_weight, self._rx_weight
-            hop_b = np.take(self.bytes, hop_j) * hp + hop_b * hw
-            hop_m = np.take(self.marks, hop_j) * hp + hop_m * hw
-            rx_b = np.take(self.bytes, rx_j) * rp + rx_b * rw
-            rx_m = np.take(self.marks, rx_j) * rp + rx_m * rw
+            hop_b = self.bytes.take(hop_j) * hp + hop_b * hw
+            hop_m = self.marks.take(hop_j) * hp + hop_m * hw
+            rx_b = self.bytes.take(rx_j) * rp + rx_b * rw
+            rx_m = self.marks.take(rx_j) * rp + rx_m * rw
         return hop_b, hop_m, rx_b, rx_m

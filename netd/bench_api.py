@@ -3,13 +3,13 @@ does to the daemon's tick.
 
 One process holds what `netd run` holds: the daemon ticking in its thread (the emulated fabric in its
 child process, as in `netd run`; a tick's duration includes waiting for the fabric's slice) and
-uvicorn serving the app on a loopback port, with netd run's listener socket and interpreter settings. The app's congestion view is a synthetic cluster
-(``--nodes`` nodes x 8 rails under ToRs of 8 nodes and two spines, re-scored by the real scorer every
-tick interval), so the routes answer at the size a fabric service sees and their per-snapshot caches
-are invalidated as often as the daemon ticks. Two
-load-generator processes (netd.bench_load) then send open-loop requests at ``--rate`` per second each:
-``GET /v1/congestion?scope=port`` and ``POST /scheduler/prioritize`` with a ``--nodes``-name payload.
-Tick durations are recorded first with no load, then under load.
+uvicorn serving the app on a loopback port, with netd run's listener socket and interpreter
+settings. The app's congestion view is a synthetic cluster (``--nodes`` nodes x 8 rails under ToRs
+of 8 nodes and two spines, re-scored by the real scorer every tick interval), so the routes answer
+at the size a fabric service sees and their per-snapshot caches are invalidated as often as the
+daemon ticks. Two load-generator processes (netd.bench_load) then send open-loop requests at
+``--rate`` per second each: ``GET /v1/congestion?scope=port`` and ``POST /scheduler/prioritize``
+with a ``--nodes``-name payload. Tick durations are recorded first with no load, then under load.
 """
 
 from __future__ import annotations

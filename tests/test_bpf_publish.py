@@ -351,7 +351,7 @@ def test_check_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     assert ("absent", "bpf privileges", "needs root (CAP_SYS_ADMIN)") in lines
     (tcp,) = [line for line in lines if line[1] == "bpf tcp_retransmits"]
-    assert tcp[0] == "absent" and "no kernel BTF" in tcp[2]  # the environment built above has no BTF, no tracefs
+    assert tcp[0] == "absent" and "no kernel BTF" in tcp[2]  # the built environment: no BTF, no tracefs
     cfg = load_config(None, environ={"NETD_BPF_ENABLED": "true", "NETD_BPF_INTERFACES": "eth0"})
     lines, failed = bpf_check(cfg)
     assert failed and ("FAIL", "bpf privileges", "needs root (CAP_SYS_ADMIN)") in lines
