@@ -231,11 +231,12 @@ class FlowState:
 
     def _fold(self, cols: np.ndarray) -> None:
         """Move columns' counters onto their sender's or receiver's port."""
-        st = self.slots
+        st, B, n = self.slots, self.batch, self.n_ports
+        rows = np.arange(B)[:, None] * n  # one bincount over all rows: (row, port) bins
+        at_sender, at_receiver = (rows + st.src_port[cols]).ravel(), (rows + st.dst_port[cols]).ravel()
         for name, values in self.acc.items():
-            ports = st.src_port[cols] if name in _AT_SENDER else st.dst_port[cols]
-            for row in range(self.batch):
-                self.ports[name][row] += np.bincount(ports, values[row, cols], minlength=self.n_ports)
+            bins = at_sender if name in _AT_SENDER else at_receiver
+            self.ports[name] += np.bincount(bins, values[:, cols].ravel(), minlength=B * n).reshape(B, n)
             values[:, cols] = 0.0
 
     def snapshot(self) -> Snapshot:

@@ -48,6 +48,8 @@ class EmissionRing:
         self._rx_index = np.zeros((2, D, B, capacity), dtype=np.int64)
         self._hop_weight = np.zeros((2, capacity, H))  # [whole, part]
         self._rx_weight = np.zeros((2, capacity))
+        self._sources = np.full((capacity, H + 1), -1, dtype=np.int64)  # per arrival position
+        self._delays = np.zeros((capacity, H + 1), dtype=np.int64)
 
     def grow(self, capacity: int) -> None:
         """More columns; what is in flight stays where it is. Call :meth:`route` for every column
@@ -71,11 +73,8 @@ class EmissionRing:
         Per column, emission slot e (0: the NIC, j: hop j - 1's queue) reaches arrival position
         ``target[e]`` (H: the receiver, H + 1: nowhere) after ``lo[e] + w[e]`` steps.
         """
-        D, B, H, F = self.depth, self.batch, self.hops, self.capacity
+        H, F = self.hops, self.capacity
         n = len(cols)
-        rows = np.arange(B)[None, :, None, None]
-        phase = np.arange(D)[:, None, None, None]
-        zero = self._n_hop + self._n_nic
         # per (column, arrival position a in 0..H): the emission slot feeding it, or -1
         source = np.full((n, H + 1), -1, dtype=np.int64)
         delay = np.zeros((n, H + 1), dtype=np.int64)
@@ -83,18 +82,26 @@ class EmissionRing:
         c, e = np.nonzero(target <= H)
         a = target[c, e]
         source[c, a], delay[c, a], part[c, a] = e, lo[c, e], w[c, e]
-        col = cols[None, None, :, None]
-        for k in (0, 1):  # emitted lo steps ago, and lo + 1 steps ago
-            when = (phase - delay[None, None] - k) % D  # (D, 1, n, H + 1)
-            slot = (when * B + rows) * F + col  # (D, B, n, H + 1): the (phase, row, column) emitted
-            src = source[None, None]
-            index = np.where(src > 0, slot * H + (src - 1), self._n_hop + slot)
-            index = np.where(src < 0, zero, index)
-            self._hop_index[k][:, :, cols] = index[..., :H]
-            self._rx_index[k][:, :, cols] = index[..., H]
+        self._sources[cols], self._delays[cols] = source, delay
         self._hop_weight[0][cols], self._hop_weight[1][cols] = 1.0 - part[:, :H], part[:, :H]
         self._rx_weight[0][cols], self._rx_weight[1][cols] = 1.0 - part[:, H], part[:, H]
-        self.fractional = self.fractional or bool(np.any(part))
+        if not self.fractional and np.any(part):
+            self.fractional = True  # from now on the second gather is read, for every column
+            self._index(np.arange(F), 1)
+        for k in (0, 1) if self.fractional else (0,):
+            self._index(cols, k)
+
+    def _index(self, cols: np.ndarray, k: int) -> None:
+        """Gather indices of ``cols``: the emissions of ``lo + k`` steps before each phase."""
+        D, B, H, F = self.depth, self.batch, self.hops, self.capacity
+        source, delay = self._sources[cols][None, None], self._delays[cols][None, None]
+        phase = np.arange(D)[:, None, None, None]
+        when = (phase - delay - k) % D  # (D, 1, n, H + 1)
+        slot = (when * B + np.arange(B)[None, :, None, None]) * F + cols[None, None, :, None]
+        index = np.where(source > 0, slot * H + (source - 1), self._n_hop + slot)  # (D, B, n, H + 1)
+        index[np.broadcast_to(source < 0, index.shape)] = self._n_hop + self._n_nic  # the zero
+        self._hop_index[k][:, :, cols] = index[..., :H]
+        self._rx_index[k][:, :, cols] = index[..., H]
 
     def arrivals(self, phase: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """This step's arrivals: bytes and marked bytes at each hop ``(batch, capacity, hops)``,
