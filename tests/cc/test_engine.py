@@ -32,6 +32,29 @@ def test_a_lone_flow_completes_in_its_ideal_time_after_the_path_delay() -> None:
     assert ideal == pytest.approx(1e6 * 8 / 200e3 + 10 + 1)
 
 
+def test_links_of_fractional_steps_blend_two_steps_and_lose_no_byte() -> None:
+    """Fabric links of 2.5 µs at a 1 µs step: their bytes arrive over two steps. The first flows stay
+    on one leaf (whole steps); the cross-leaf ones that follow switch the blending on mid-run, in
+    columns that earlier flows have used."""
+    topo = leaf_spine(leaves=2, spines=1, hosts_per_leaf=2, host_delay_us=1.0, fabric_delay_us=2.5)
+    flows = [FlowSpec(0, 1, 0.0, size_bytes=2e6), FlowSpec(1, 0, 0.0, size_bytes=2e6)]
+    flows += [FlowSpec(k % 2, 2 + k % 2, 300.0 + 20 * k, size_bytes=300e3) for k in range(30)]
+    engine = Engine(topo, flows, DcqcnParams(), SimConfig(dt_us=1.0), priorities=[3])
+    engine.run(250.0)
+    assert not engine.ring.fractional
+    for until in (310.0, 600.0, 900.0):
+        engine.run(until)
+        assert engine.ring.fractional
+        sent, delivered = engine.port_counters()["tx_bytes"].sum(), engine.port_counters()["rx_bytes"].sum()
+        assert sent == pytest.approx(delivered + engine.in_flight().sum(), rel=1e-9)
+    assert engine.drain(5_000.0)
+    assert engine.slots.capacity < len(flows)  # columns were reused
+    fct = engine.records.finish_us[0] - np.array([f.start_us for f in engine.records.specs])  # type: ignore[union-attr]
+    ideal = np.array(engine.records.ideal_us)  # type: ignore[union-attr]
+    alone = fct[-1] / ideal[-1]  # the last cross-leaf flow runs alone: 1 + 2.5 + 2.5 + 1 µs of links
+    assert alone == pytest.approx(1.0, abs=0.05)
+
+
 def test_same_seed_same_run_and_identical_rows_behave_identically() -> None:
     topo = single_bottleneck(4)
     flows = incast(0, [1, 2, 3, 4], 2e6)
