@@ -42,9 +42,10 @@ NETD_<KEY> / NETD_<SECTION>_<KEY> environment variables override the file
 # Commands and benchmarks that live with their feature: each module defines ``register(sub, common)``
 # (a command) or ``register_bench(sub)`` (a `netd bench` entry) and sets ``handler`` on its parser
 # with ``set_defaults``. A handler takes ``(args, cfg)`` and returns the exit status.
-COMMANDS: tuple[str, ...] = ("netd.dashboards.cli", "netd.fabric_cmd", "netd.flows_cmd", "netd.anomalies_cmd",
-                             "netd.hints.commands", "netd.lab.cli", "netd.tuning.cmd")  # fmt: skip
-BENCHES: tuple[str, ...] = ("netd.bench_bpf", "netd.bench_detect", "netd.hints.commands", "netd.bench_api")
+COMMANDS: tuple[str, ...] = ("netd.dashboards.cli", "netd.commands.fabric", "netd.commands.flows",
+                             "netd.commands.anomalies", "netd.hints.commands", "netd.lab.cli",
+                             "netd.tuning.cmd")  # fmt: skip
+BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.hints.commands", "netd.bench.api")
 
 
 def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:
@@ -130,8 +131,8 @@ def _cmd_run(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
-    from netd.status_cmd import status_source
-    from netd.status_table import render_status
+    from netd.commands.status import status_source
+    from netd.commands.status_table import render_status
 
     colour = sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
     while True:
@@ -149,7 +150,7 @@ def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_check(args: argparse.Namespace, cfg: Config) -> int:
-    from netd.check import run_checks
+    from netd.commands.check import run_checks
     from netd.daemon import choose_fabric
 
     lines, failed = run_checks(cfg, cfg.sysfs_root, choose_fabric(cfg).reason)
@@ -159,7 +160,7 @@ def _cmd_check(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_bench_collect(args: argparse.Namespace, cfg: Config | None) -> int:
-    from netd.bench import bench_collect
+    from netd.bench.collect import bench_collect
 
     print(
         json.dumps(bench_collect(nics=args.devices, ticks=args.ticks, sysfs_root=args.sysfs_root), indent=2)

@@ -17,14 +17,14 @@ from prometheus_client.registry import Collector as PromCollector
 
 from netd import bpf_wiring
 from netd.api.app import create_app
-from netd.bpf_check import bpf_check
 from netd.cli import main
 from netd.collect import Collector
+from netd.commands.bpf_check import bpf_check
+from netd.commands.flows import render_flows
 from netd.config import load_config
 from netd.errors import ConfigError, SourceError
 from netd.exporter import ExporterState, NetdCollector
-from netd.exporter_bpf import bpf_families
-from netd.flows_cmd import render_flows
+from netd.exporter.bpf import bpf_families
 from netd.model import Snapshot
 from netd.model_bpf import (
     BpfSample,
@@ -340,7 +340,7 @@ def test_wiring_without_bpf_enabled_or_possible(tmp_path: Path, monkeypatch: pyt
 
 
 def test_check_lines(monkeypatch: pytest.MonkeyPatch) -> None:
-    import netd.bpf_check as check
+    import netd.commands.bpf_check as check
 
     monkeypatch.setattr(check, "probe_environment", lambda: _environment(("needs root (CAP_SYS_ADMIN)",)))
     lines, failed = bpf_check(load_config(None, environ={}))

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from netd.detect.settings import DetectConfig
-from netd.exporter_anomalies import KINDS
+from netd.exporter.anomalies import KINDS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from netd.status_table import render_status, si
+from netd.commands.status_table import render_status, si
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from netd.detect.findings import AnomalyState, Finding, Severity
 from netd.exporter import ExporterState
-from netd.exporter_anomalies import KINDS
+from netd.exporter.anomalies import KINDS
 
 __all__ = ["anomalies_router"]
 

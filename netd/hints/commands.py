@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
+from netd.commands.daemon_client import daemon_get
 from netd.config import Config
-from netd.daemon_client import daemon_get
 from netd.errors import DaemonUnreachable, HintTableError, NetdError
 
 __all__ = ["register", "register_bench"]

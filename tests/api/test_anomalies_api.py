@@ -9,10 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
-import netd.anomalies_cmd as cmd
-from netd.anomalies_table import ChangeTracker, render_anomalies
+import netd.commands.anomalies as cmd
 from netd.api.app import create_app
 from netd.cli import main
+from netd.commands.anomalies_table import ChangeTracker, render_anomalies
 from netd.detect.engine import DetectionEngine
 from netd.exporter import ExporterState, NetdCollector
 from netd.model import Snapshot

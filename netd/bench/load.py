@@ -1,4 +1,4 @@
-"""Open-loop HTTP load for `netd bench api`, run as its own process (``python -m netd.bench_load``) so
+"""Open-loop HTTP load for `netd bench api`, run as its own process (``python -m netd.bench.load``) so
 the load generator does not share the server's interpreter lock.
 
 Requests are scheduled at fixed times (``rate`` per second for ``seconds``) and handed to a pool of
@@ -86,7 +86,7 @@ async def _run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m netd.bench_load")
+    p = argparse.ArgumentParser(prog="python -m netd.bench.load")
     p.add_argument("url")
     p.add_argument("--rate", type=float, required=True)
     p.add_argument("--seconds", type=float, required=True)

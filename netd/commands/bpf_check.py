@@ -2,7 +2,7 @@
 
 Nothing is compiled or attached (that costs seconds and changes the host); the checks are the ones
 the daemon makes before loading: privileges, BTF, tracefs, each probe's attach point, the configured
-interfaces. bcc and the kernel headers have their own lines in netd.check. When [bpf] is enabled, a
+interfaces. bcc and the kernel headers have their own lines in netd.commands.check. When [bpf] is enabled, a
 missing prerequisite or interface is a failure (exit 1); otherwise the lines are informational.
 """
 
@@ -15,7 +15,7 @@ from netd.sources.bpf_tc import Interface, read_owner, resolve
 
 __all__ = ["bpf_check"]
 
-Line = tuple[str, str, str]  # (status, what, detail) as netd.check.CheckLine takes them
+Line = tuple[str, str, str]  # (status, what, detail) as netd.commands.check.CheckLine takes them
 
 
 def _packet_lines(cfg: Config, env: Environment) -> tuple[list[Line], bool]:

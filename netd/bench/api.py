@@ -7,7 +7,7 @@ uvicorn serving the app on a loopback port, with netd run's listener socket and 
 settings. The app's congestion view is a synthetic cluster (``--nodes`` nodes x 8 rails under ToRs
 of 8 nodes and two spines, re-scored by the real scorer every tick interval), so the routes answer
 at the size a fabric service sees and their per-snapshot caches are invalidated as often as the
-daemon ticks. Two load-generator processes (netd.bench_load) then send open-loop requests at
+daemon ticks. Two load-generator processes (netd.bench.load) then send open-loop requests at
 ``--rate`` per second each: ``GET /v1/congestion?scope=port`` and ``POST /scheduler/prioritize``
 with a ``--nodes``-name payload. Tick durations are recorded first with no load, then under load.
 """
@@ -88,7 +88,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def _load(url: str, rate: float, seconds: float, body: Path | None) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "netd.bench_load", url, "--rate", str(rate), "--seconds", str(seconds)]
+    cmd = [sys.executable, "-m", "netd.bench.load", url, "--rate", str(rate), "--seconds", str(seconds)]
     if body is not None:
         cmd += ["--body", str(body)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

@@ -8,7 +8,7 @@ import sys
 
 from fastapi import FastAPI
 
-from netd.bench_api import SyntheticCluster
+from netd.bench.api import SyntheticCluster
 from tests.api.conftest import serving
 
 
@@ -31,7 +31,7 @@ def test_load_generator_measures_every_request(free_port, tmp_path):
     (tmp_path / "body.json").write_text(json.dumps({"x": 1}))
     with serving(app, free_port) as base:
         out = subprocess.run(
-            [sys.executable, "-m", "netd.bench_load", f"{base}/echo", "--rate", "50", "--seconds", "1",
+            [sys.executable, "-m", "netd.bench.load", f"{base}/echo", "--rate", "50", "--seconds", "1",
              "--body", str(tmp_path / "body.json"), "--connections", "2"],
             capture_output=True, text=True, timeout=60, check=True,
         ).stdout  # fmt: skip

@@ -17,8 +17,8 @@ from typing import Any
 
 from netd.api.views import status_document
 from netd.collect import Collector
+from netd.commands.daemon_client import daemon_get
 from netd.config import Config
-from netd.daemon_client import daemon_get
 from netd.emulated.fabric_host import MARKER_FILE
 from netd.errors import DaemonUnreachable, NetdError
 from netd.series import SeriesTracker

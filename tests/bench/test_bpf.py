@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from netd.bench_frames import FRAMES, PFC_FRAMES
+from netd.bench.frames import FRAMES, PFC_FRAMES
 from netd.cli import main
 
 scapy_l2 = pytest.importorskip("scapy.layers.l2")

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from netd.bpf_check import bpf_check
 from netd.collect import Collector
+from netd.commands.bpf_check import bpf_check
 from netd.config import Config
 from netd.sources.verbs import VerbsSource
 

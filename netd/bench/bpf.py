@@ -1,7 +1,7 @@
 """`netd bench bpf`: per-packet cost of the packet probes, measured in the kernel with BPF_PROG_TEST_RUN.
 
 Every probe program and a do-nothing program of the same type (ebpf/bench_empty.c) run on the same
-representative frames (netd.bench_frames), ``--repeat`` times per call, alternating probe and empty
+representative frames (netd.bench.frames), ``--repeat`` times per call, alternating probe and empty
 program for ``--rounds`` rounds; the kernel reports the mean time per run of each call. The figure is
 the best round of each (the least disturbed by other load on the machine); the spread of the rounds
 is reported beside it. Target (docs/benchmarks.md): at most 25 ns per packet over the empty program,
@@ -19,7 +19,7 @@ import os
 import platform
 from typing import Any
 
-from netd.bench_frames import FRAMES, PFC_FRAMES
+from netd.bench.frames import FRAMES, PFC_FRAMES
 from netd.config import Config
 from netd.errors import BenchError, SourceError
 from netd.sources.bpf import BpfSettings

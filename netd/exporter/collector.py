@@ -20,10 +20,10 @@ from prometheus_client.registry import Collector
 from netd import __version__
 from netd.congestion_state import CongestionReport
 from netd.detect.findings import AnomalyState
-from netd.exporter_anomalies import anomaly_families
-from netd.exporter_bpf import bpf_families
-from netd.exporter_congestion import congestion_families, topology_labels
-from netd.exporter_ethtool import ethtool_families
+from netd.exporter.anomalies import anomaly_families
+from netd.exporter.bpf import bpf_families
+from netd.exporter.congestion import congestion_families, topology_labels
+from netd.exporter.ethtool import ethtool_families
 from netd.metric_names import PMA_ERROR_KINDS, RDMA_COUNTERS
 from netd.model import CounterGroup
 from netd.series import Observation, PortView

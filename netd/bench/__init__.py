@@ -1,0 +1,12 @@
+"""`netd bench …`: benchmarks that print JSON, one module per benchmark.
+
+* :mod:`netd.bench.collect` — CPU cost of one collection tick against a naive reader;
+* :mod:`netd.bench.bpf` — per-packet cost of the eBPF probes (``BPF_PROG_TEST_RUN``), with the
+  frames of :mod:`netd.bench.frames`;
+* :mod:`netd.bench.detect` — the detectors on labelled emulated traces;
+* :mod:`netd.bench.api` — the HTTP service under open-loop load from :mod:`netd.bench.load`
+  processes.
+
+`netd bench nccl` lives with the plugin it measures (:mod:`netd.hints.bench`). Figures and how they
+were measured: docs/benchmarks.md.
+"""
