@@ -168,6 +168,7 @@ class FlowState:
             self._admitted += 1
             items.append((flow, flow_id, c))
         cols = self.slots.assign(items)
+        self._route(cols)
         sizes = np.array([f.size_bytes if f.finite else math.inf for f in due])
         self._reset_columns(cols, np.array([c.line_mbps for c in compiled]), sizes)
         dsts = np.array([f.dst for f in due])
@@ -195,9 +196,9 @@ class FlowState:
             array[:, cols] = 0.0
         self.ring.clear(cols)
         self.cnp_ring[:, :, cols] = 0.0
-        self._route(cols)
 
     def _route(self, cols: np.ndarray) -> None:
+        """Tell the ring which links the flows in ``cols`` cross (after admission or re-layout)."""
         st = self.slots
         self.ring.route(cols, st.emit_target[cols], st.emit_lo[cols], st.emit_w[cols])
 
