@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0)
 // netd lab: the switch data plane of the namespace fabric (loaded by netd/lab/dataplane.py with bcc).
 //
 // * lab_egress   (tc clsact egress, every switch port): the congestion point. RED/ECN marking of
@@ -54,8 +55,8 @@ struct port_stats {
     u64 cp_pkts, cp_bytes, cp_data, cp_data_bytes, cp_marked, cp_ect, cp_ce_in, cp_live_reads;
     // queue mirror, written by the tracepoints
     u64 q_backlog, q_qlen, q_max_backlog, q_ptr, q_events, xoff_state, xoff_events;
-    u64 qhist[QBUCKETS];          // data packets by backlog at arrival
-    u64 contrib_ns[MAX_PORTS];    // last time a packet from ingress port j was offered here
+    u64 qhist[QBUCKETS];        // data packets by backlog at arrival
+    u64 contrib_ns[MAX_PORTS];  // last time a packet from ingress port j was offered here
 };
 
 struct pfc_event {
@@ -84,12 +85,14 @@ struct frame {
     u32 pfc_xon;
 };
 
-static __always_inline int port_index(u32 ifindex) {
+static __always_inline int port_index(u32 ifindex)
+{
     u32 idx = ifindex - IFINDEX_BASE;  // unsigned: indexes below the base wrap to huge values
     return idx < MAX_PORTS ? (int)idx : -1;
 }
 
-static __always_inline void classify(struct __sk_buff *skb, struct frame *f) {
+static __always_inline void classify(struct __sk_buff *skb, struct frame *f)
+{
     void *data = (void *)(long)skb->data;
     void *end = (void *)(long)skb->data_end;
     struct ethhdr *eth = data;
@@ -131,7 +134,8 @@ static __always_inline void classify(struct __sk_buff *skb, struct frame *f) {
     }
 }
 
-int lab_ingress(struct __sk_buff *skb) {
+int lab_ingress(struct __sk_buff *skb)
+{
     int idx = port_index(skb->ifindex);
     if (idx < 0)
         return TC_ACT_UNSPEC;
@@ -163,7 +167,8 @@ int lab_ingress(struct __sk_buff *skb) {
     return TC_ACT_UNSPEC;
 }
 
-static __always_inline u64 live_backlog(struct port_stats *s) {
+static __always_inline u64 live_backlog(struct port_stats *s)
+{
     u64 ptr = s->q_ptr;
     u32 backlog = 0;
     if (ptr && bpf_probe_read_kernel(&backlog, sizeof(backlog), (void *)(ptr + QDISC_BACKLOG_OFF)) == 0) {
@@ -173,7 +178,8 @@ static __always_inline u64 live_backlog(struct port_stats *s) {
     return s->q_backlog;  // before the first enqueue the tracepoint has not seen the qdisc yet
 }
 
-static __always_inline int red_mark(struct port_cfg *c, u64 q) {
+static __always_inline int red_mark(struct port_cfg *c, u64 q)
+{
     if (q <= c->kmin)
         return 0;
     if (q > c->kmax)
@@ -183,7 +189,8 @@ static __always_inline int red_mark(struct port_cfg *c, u64 q) {
     return (u64)bpf_get_prandom_u32() < threshold;
 }
 
-int lab_egress(struct __sk_buff *skb) {
+int lab_egress(struct __sk_buff *skb)
+{
     int idx = port_index(skb->ifindex);
     if (idx < 0)
         return TC_ACT_UNSPEC;
@@ -217,7 +224,8 @@ int lab_egress(struct __sk_buff *skb) {
     return TC_ACT_UNSPEC;
 }
 
-static __always_inline void mirror(void *qdisc, int ifindex, u32 handle, int enqueue) {
+static __always_inline void mirror(void *qdisc, int ifindex, u32 handle, int enqueue)
+{
     if ((handle >> 16) != QDISC_MAJOR)
         return;
     int idx = port_index((u32)ifindex);
@@ -248,16 +256,19 @@ static __always_inline void mirror(void *qdisc, int ifindex, u32 handle, int enq
     s->xoff_state = crossed;
     if (crossed)
         __sync_fetch_and_add(&s->xoff_events, 1);
-    struct pfc_event ev = {.port = (u32)idx, .xoff = crossed, .backlog = backlog, .ts_ns = bpf_ktime_get_ns()};
+    struct pfc_event ev = {
+        .port = (u32)idx, .xoff = crossed, .backlog = backlog, .ts_ns = bpf_ktime_get_ns()};
     pfc_events.ringbuf_output(&ev, sizeof(ev), 0);
 }
 
-TRACEPOINT_PROBE(qdisc, qdisc_enqueue) {
+TRACEPOINT_PROBE(qdisc, qdisc_enqueue)
+{
     mirror((void *)args->qdisc, args->ifindex, args->handle, 1);
     return 0;
 }
 
-TRACEPOINT_PROBE(qdisc, qdisc_dequeue) {
+TRACEPOINT_PROBE(qdisc, qdisc_dequeue)
+{
     if (args->packets > 0)
         mirror((void *)args->qdisc, args->ifindex, args->handle, 0);
     return 0;

@@ -1,5 +1,5 @@
-/* SPDX-License-Identifier: Apache-2.0
- *
+// SPDX-License-Identifier: (GPL-2.0-only OR Apache-2.0)
+/*
  * rdma_events.c: RDMA connection-manager and QP lifecycle events from the rdma_cma tracepoints
  * (drivers/infiniband/core/cma_trace.h, kernels >= 5.10 with the rdma_cm module loaded).
  *
@@ -19,38 +19,34 @@ BPF_PERCPU_ARRAY(netd_rdma_events, u64, NETD_RDMA_EV_COUNT);
 
 static __always_inline void rdma_event(u32 event)
 {
-	u64 *v = netd_rdma_events.lookup(&event);
-	if (v)
-		*v += 1;
+    netd_count(netd_rdma_events.lookup(&event), 1);
 }
 
 #if NETD_RDMA_CM_EVENT_HANDLER
 TRACEPOINT_PROBE(rdma_cma, cm_event_handler)
 {
-	u32 event = args->event;
-	if (event >= NETD_RDMA_CM_EVENTS)
-		event = NETD_RDMA_CM_EVENTS - 1; /* an event type newer than this program: the last slot */
-	u64 *v = netd_rdma_cm.lookup(&event);
-	if (v)
-		*v += 1;
-	if (args->status)
-		rdma_event(NETD_RDMA_CM_ERRORS);
-	return 0;
+    u32 event = args->event;
+    if (event >= NETD_RDMA_CM_EVENTS)
+        event = NETD_RDMA_CM_EVENTS - 1; /* an event type newer than this program: the last slot */
+    netd_count(netd_rdma_cm.lookup(&event), 1);
+    if (args->status)
+        rdma_event(NETD_RDMA_CM_ERRORS);
+    return 0;
 }
 #endif
 
 #if NETD_RDMA_CM_QP_CREATE
 TRACEPOINT_PROBE(rdma_cma, cm_qp_create)
 {
-	rdma_event(args->rc ? NETD_RDMA_QP_CREATE_FAIL : NETD_RDMA_QP_CREATE);
-	return 0;
+    rdma_event(args->rc ? NETD_RDMA_QP_CREATE_FAIL : NETD_RDMA_QP_CREATE);
+    return 0;
 }
 #endif
 
 #if NETD_RDMA_CM_QP_DESTROY
 TRACEPOINT_PROBE(rdma_cma, cm_qp_destroy)
 {
-	rdma_event(NETD_RDMA_QP_DESTROY);
-	return 0;
+    rdma_event(NETD_RDMA_QP_DESTROY);
+    return 0;
 }
 #endif

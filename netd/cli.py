@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from netd import __version__
-from netd.config import Config, load_config
+from netd.config.settings import Config, load_config
 from netd.errors import NetdError
 
 __all__ = ["main"]
@@ -42,19 +42,27 @@ NETD_<KEY> / NETD_<SECTION>_<KEY> environment variables override the file
 # Commands and benchmarks that live with their feature: each module defines ``register(sub, common)``
 # (a command) or ``register_bench(sub)`` (a `netd bench` entry) and sets ``handler`` on its parser
 # with ``set_defaults``. A handler takes ``(args, cfg)`` and returns the exit status.
-COMMANDS: tuple[str, ...] = ("netd.dashboards.cli", "netd.commands.fabric", "netd.commands.flows",
-                             "netd.commands.anomalies", "netd.hints.commands", "netd.lab.cli",
-                             "netd.tuning.cmd")  # fmt: skip
-BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.hints.commands", "netd.bench.api")
+COMMANDS: tuple[str, ...] = (
+    "netd.dashboards.cli",
+    "netd.cluster.cli",
+    "netd.commands.flows",
+    "netd.commands.anomalies",
+    "netd.nccl.cli",
+    "netd.lab.cli",
+    "netd.tuning.cli",
+)
+BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.nccl.cli", "netd.bench.api")
 
 
 def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:
     """--config, --sysfs-root and (for commands that talk to a daemon) --listen."""
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
     p.add_argument(
-        "--sysfs-root", type=Path, metavar="DIR",
+        "--sysfs-root",
+        type=Path,
+        metavar="DIR",
         help="read this tree instead of /sys (a captured host, a lab host, an emulated host's directory)",
-    )  # fmt: skip
+    )
     if listen:
         p.add_argument(
             "--listen", metavar="HOST:PORT", help="the daemon's HTTP listener (default 127.0.0.1:9469)"
@@ -76,15 +84,21 @@ def build_parser() -> argparse.ArgumentParser:
     common_options(run)
     run.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between ticks (default 1)")
     run.add_argument(
-        "--fabric", choices=("auto", "hardware", "emulated"),
+        "--fabric",
+        choices=("auto", "hardware", "emulated"),
         help="auto (default): hardware when RDMA devices exist, else the emulated fabric",
-    )  # fmt: skip
+    )
     run.set_defaults(handler=_cmd_run)
 
     status = sub.add_parser("status", help="one table of per-port congestion signals")
     common_options(status)
-    status.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
-                        help="sampling interval when reading a tree directly (default 1)")  # fmt: skip
+    status.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="sampling interval when reading a tree directly (default 1)",
+    )
     status.add_argument("--json", action="store_true", help="the full document: raw counters, totals, rates")
     status.add_argument("--watch", action="store_true", help="refresh every interval until interrupted")
     status.add_argument("--no-color", action="store_true", help="no ANSI colours (also: NO_COLOR set)")
@@ -125,7 +139,7 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _cmd_run(args: argparse.Namespace, cfg: Config) -> int:
-    from netd.runner import serve
+    from netd.commands.run import serve
 
     return serve(cfg, log_level="info" if args.verbose else "warning")
 
@@ -151,7 +165,7 @@ def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 def _cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     from netd.commands.check import run_checks
-    from netd.daemon import choose_fabric
+    from netd.commands.run import choose_fabric
 
     lines, failed = run_checks(cfg, cfg.sysfs_root, choose_fabric(cfg).reason)
     for line in lines:

@@ -10,7 +10,7 @@ Every error netd raises on purpose derives from :class:`NetdError`, so a caller
     ├── DaemonUnreachable    `netd status` could not reach a running daemon
     ├── BenchError           a benchmark could not be set up
     ├── LabError             `netd lab` could not build, run or remove the namespace fabric
-    ├── HintTableError       an NCCL hint table is malformed (netd.hints; the message says how)
+    ├── HintTableError       an NCCL hint table is malformed (netd.nccl; the message says how)
     └── TuningError          a DCQCN parameter could not be read, written or verified (netd.tuning)
 
 "Absent" is not an error: a missing file, a counter the driver does not have, a

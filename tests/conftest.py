@@ -20,7 +20,7 @@ def _clean_netd_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("NETD_"):
             monkeypatch.delenv(key)
-    monkeypatch.setattr("netd.config.DEFAULT_CONFIG_PATH", Path("/nonexistent/netd.toml"))
+    monkeypatch.setattr("netd.config.settings.DEFAULT_CONFIG_PATH", Path("/nonexistent/netd.toml"))
 
 
 @pytest.fixture
@@ -47,3 +47,11 @@ def mlx5_host(tmp_path: Path) -> Iterator[tuple[Path, SysfsTree]]:
 
 def write_ethtool(root: Path, netdev: str, stats: dict[str, int]) -> None:
     (root / "ethtool" / netdev).write_text(format_ethtool_text(stats))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`lab` and `root` tests build namespaces, attach programs or start daemons: they take seconds,
+    so they belong to the slow tier too (`pytest -m "not slow"` is the fast one; CI runs both)."""
+    for item in items:
+        if item.get_closest_marker("lab") or item.get_closest_marker("root"):
+            item.add_marker(pytest.mark.slow)

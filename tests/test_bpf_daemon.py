@@ -64,8 +64,11 @@ class Daemon:
         }
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "netd", "run", "--listen", self.listen, "--interval", "0.5"],
-            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -90,8 +93,13 @@ class Daemon:
         return self.proc.returncode, err
 
     def flows(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "netd", "flows", "--listen", self.listen, *args],
-                              env=self.env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "netd", "flows", "--listen", self.listen, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
 @pytest.fixture

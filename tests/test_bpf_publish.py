@@ -15,18 +15,17 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector as PromCollector
 
-from netd import bpf_wiring
 from netd.api.app import create_app
 from netd.cli import main
-from netd.collect import Collector
 from netd.commands.bpf_check import bpf_check
 from netd.commands.flows import render_flows
-from netd.config import load_config
+from netd.config.settings import load_config
+from netd.daemon import bpf as bpf_wiring
+from netd.daemon.state import PublishedState
 from netd.errors import ConfigError, SourceError
-from netd.exporter import ExporterState, NetdCollector
+from netd.exporter import NetdCollector
 from netd.exporter.bpf import bpf_families
-from netd.model import Snapshot
-from netd.model_bpf import (
+from netd.model.bpf import (
     BpfSample,
     FlowRecord,
     MapFill,
@@ -36,9 +35,11 @@ from netd.model_bpf import (
     RoceClassCount,
     TcpEndpoint,
 )
-from netd.series import SeriesTracker
+from netd.model.snapshot import Snapshot
+from netd.series.tracker import SeriesTracker
 from netd.sources.bpf import BpfSettings, FakeBpfSource, UnavailableBpfSource
 from netd.sources.bpf_probes import Environment
+from netd.sources.collect import Sampler
 
 NOW = 1_800_000_000.0
 
@@ -108,9 +109,9 @@ SAMPLE = FakeBpfSource.attached(
 )
 
 
-def state_with(bpf: BpfSample | None) -> ExporterState:
+def state_with(bpf: BpfSample | None) -> PublishedState:
     snap = Snapshot(timestamp=NOW, monotonic=100.0, host="h1", bpf=bpf)
-    return ExporterState(observation=SeriesTracker().update(snap))
+    return PublishedState(observation=SeriesTracker().update(snap))
 
 
 def exposition(sample: BpfSample) -> str:
@@ -258,7 +259,7 @@ def test_netd_flows_command(
 
 
 def test_collector_reads_and_closes_the_source(tmp_path: Path) -> None:
-    collector = Collector(tmp_path, ethtool_enabled=False)
+    collector = Sampler(tmp_path, ethtool_enabled=False)
     fake = FakeBpfSource(SAMPLE)
     collector.bpf = fake
     snap = collector.collect()
@@ -274,7 +275,7 @@ def test_a_failing_read_is_a_failed_source_not_a_dead_tick(tmp_path: Path) -> No
         def read(self) -> BpfSample:
             raise SourceError("bpf", "BPF_MAP_LOOKUP_BATCH failed: Bad address")
 
-    collector = Collector(tmp_path, ethtool_enabled=False)
+    collector = Sampler(tmp_path, ethtool_enabled=False)
     collector.bpf = Broken(SAMPLE)
     snap = collector.collect()
     (status,) = [s for s in snap.sources if s.source == "bpf"]

@@ -11,8 +11,16 @@ from netd.cli import build_parser, main
 from tests.conftest import write_ethtool
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["status", "--help"], ["check", "--help"],
-                                  ["bench", "collect", "--help"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["status", "--help"],
+        ["check", "--help"],
+        ["bench", "collect", "--help"],
+    ],
+)
 def test_help_explains_every_command(argv, capsys):
     with pytest.raises(SystemExit) as done:
         main(argv)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from netd.config import load_config
+from netd.config.settings import load_config
 from netd.errors import ConfigError
 
 

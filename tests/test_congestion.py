@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from netd.config import load_config
-from netd.congestion import Components, Ramp, ScoreModel, aggregate
-from netd.congestion_host import components, scorer_from_config
-from netd.congestion_state import CongestionScorer, Levels, PortInput
-from netd.model import Counter, CounterGroup, PortSample
-from netd.series import PortView
-from netd.signals import PortSignals, PriorityPause
+from netd.config.settings import load_config
+from netd.congestion.host import components, scorer_from_config
+from netd.congestion.score import Components, Ramp, ScoreModel, aggregate
+from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
+from netd.model.snapshot import Counter, CounterGroup, PortSample
+from netd.series.port_signals import PortSignals, PriorityPause
+from netd.series.tracker import PortView
 
 
 def test_ramp_is_zero_below_lo_and_one_above_hi():
@@ -49,8 +49,8 @@ def test_aggregate_is_mean_of_mean_and_max():
     assert aggregate([0.6, 0.6]) == pytest.approx(0.6)
 
 
-def _inp(host: str, dev: str, ce: float, tor: str = "t1", spine: str = "s1", up: bool = True) -> PortInput:
-    return PortInput(host, dev, 1, Components(ce_fraction=ce), up=up, tor=tor, spine=spine, rail=0)
+def _inp(host: str, dev: str, ce: float, tor: str = "t1", spine: str = "s1", up: bool = True) -> ScoreInput:
+    return ScoreInput(host, dev, 1, Components(ce_fraction=ce), up=up, tor=tor, spine=spine, rail=0)
 
 
 def test_levels_rise_at_once_and_fall_after_hold_below_the_margin():
@@ -81,7 +81,7 @@ def test_storm_flag_sets_on_pause_and_clears_after_hold():
     scorer = CongestionScorer(levels=Levels(hold_ticks=2))
 
     def storm(pause: float, t: float, ev: bool = False) -> bool:
-        inp = PortInput("h", "d", 1, Components(pause_fraction=pause), storm_events=ev)
+        inp = ScoreInput("h", "d", 1, Components(pause_fraction=pause), storm_events=ev)
         return scorer.update([inp], t).ports[0].stormed
 
     assert not storm(0.5, 0) and storm(0.95, 1) and storm(0.6, 2)  # above half the threshold: still stormed
@@ -140,20 +140,44 @@ def test_scorer_from_config_uses_the_configured_ramps_and_levels():
 
 
 def test_open_storm_findings_from_the_detectors_mark_the_port_stormed():
-    from netd.congestion_host import host_inputs
+    from netd.congestion.host import host_inputs
     from netd.detect.findings import AnomalyState, Finding, Scope, Severity
-    from netd.model import Snapshot
-    from netd.series import SeriesTracker
+    from netd.model.snapshot import Snapshot
+    from netd.series.tracker import SeriesTracker
 
     ports = tuple(
         PortSample(f"mlx5_{i}", 1, f"eth{i}", "Ethernet", "ACTIVE", "LinkUp", 200.0) for i in range(2)
     )
     obs = SeriesTracker().update(Snapshot(timestamp=1.0, monotonic=1.0, host="h", ports=ports))
     crit = Severity.CRITICAL
-    storm = Finding("f1", "pfc_storm", Scope("h", "mlx5_1", 1, "eth1", 3), crit, crit, "paused", {}, {},
-                    1.0, 1.0, 1.0, 1.0)  # fmt: skip
-    congestion = Finding("f2", "congestion", Scope("h", "mlx5_0", 1), Severity.WARNING, Severity.WARNING,
-                         "busy", {}, {}, 1.0, 1.0, 1.0, 1.0)  # fmt: skip
+    storm = Finding(
+        "f1",
+        "pfc_storm",
+        Scope("h", "mlx5_1", 1, "eth1", 3),
+        crit,
+        crit,
+        "paused",
+        {},
+        {},
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    )
+    congestion = Finding(
+        "f2",
+        "congestion",
+        Scope("h", "mlx5_0", 1),
+        Severity.WARNING,
+        Severity.WARNING,
+        "busy",
+        {},
+        {},
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    )
     inputs = host_inputs(obs, None, AnomalyState("h", active=(storm, congestion)))
     assert [i.storm_events for i in inputs] == [False, True]
     assert [i.storm_events for i in host_inputs(obs, None, None)] == [False, False]

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from netd.api.app import create_app
-from netd.config import load_config
-from netd.daemon import build_daemon, choose_fabric
+from netd.commands.run import build_daemon, choose_fabric
+from netd.config.settings import load_config
 from netd.emulated.child import EmulatorProcess
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
@@ -103,8 +103,10 @@ def test_the_emulated_fabric_runs_where_configured(tmp_path: Path, in_process: b
     daemon, _ = build_daemon(load_config(None, environ={}, overrides=overrides))
     try:
         assert isinstance(daemon.emulator, EmulatedFabric if in_process else EmulatorProcess)
-        sent = [sum(p.counters["port_xmit_data"].value for p in daemon.tick().observation.snapshot.ports)
-                for _ in range(2)]  # fmt: skip
+        sent = [
+            sum(p.counters["port_xmit_data"].value for p in daemon.tick().observation.snapshot.ports)
+            for _ in range(2)
+        ]
         assert sent[1] > sent[0]  # the fabric advanced between the ticks
     finally:
         daemon.close()

@@ -1,4 +1,4 @@
-"""netd.commands.daemon_client: the URL for a listen address, and how each failed GET reads in the CLI."""
+"""netd.api.client: the URL for a listen address, and how each failed GET reads in the CLI."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from netd.commands.daemon_client import daemon_get, daemon_url
+from netd.api.client import daemon_get, daemon_url
 from netd.errors import DaemonUnreachable, NetdError
 
 

@@ -10,12 +10,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from netd.api.app import create_app
-from netd.collect import Collector
-from netd.config import load_config
-from netd.daemon import Daemon, build_daemon
-from netd.detection import build_detection
+from netd.commands.run import build_daemon
+from netd.config.settings import load_config
+from netd.daemon.loop import Daemon
+from netd.detect.service import build_detection
+from netd.sources.collect import Sampler
 
 
+@pytest.mark.slow
 def test_fast_path_in_the_daemon_on_the_emulated_fabric(tmp_path: Path) -> None:
     overrides = {
         "fabric": "emulated",
@@ -55,7 +57,7 @@ def test_fast_path_in_the_daemon_on_the_emulated_fabric(tmp_path: Path) -> None:
 
 def test_build_detection_choices(mlx5_host) -> None:
     root, _ = mlx5_host
-    collector = Collector(root, ethtool_backend="files")
+    collector = Sampler(root, ethtool_backend="files")
     try:
         base = {"sysfs_root": root}
         off = load_config(None, environ={}, overrides=base | {"detect": {"enabled": False}})
@@ -76,7 +78,7 @@ def test_build_detection_choices(mlx5_host) -> None:
 
 def test_a_daemon_without_detection_publishes_none(mlx5_host) -> None:
     root, _ = mlx5_host
-    daemon = Daemon(Collector(root, ethtool_backend="files"), 1.0)
+    daemon = Daemon(Sampler(root, ethtool_backend="files"), 1.0)
     try:
         assert daemon.tick().anomalies is None
         daemon.fast_tick()  # a no-op
@@ -86,7 +88,7 @@ def test_a_daemon_without_detection_publishes_none(mlx5_host) -> None:
 
 def test_a_slow_daemon_still_judges_its_own_ticks(mlx5_host) -> None:
     root, _ = mlx5_host
-    collector = Collector(root, ethtool_backend="files")
+    collector = Sampler(root, ethtool_backend="files")
     try:
         slow = load_config(None, environ={}, overrides={"sysfs_root": root, "interval": 10.0})
         detection = build_detection(slow, collector, emulated=False)

@@ -6,7 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from netd.detect.settings import DetectConfig
+from netd.config.detect import DetectConfig
 from netd.exporter.anomalies import KINDS
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from netd.detect.feed import DetectFeed, NetdevDeltas
 from netd.detect.inputs import InputPath
-from netd.detect_feed import DetectFeed, NetdevDeltas
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
-from netd.model import Counter, CounterGroup, EthtoolSample, Overflow, PortSample, Snapshot, frozen_map
-from netd.series import SeriesTracker
+from netd.model.snapshot import (
+    Counter,
+    CounterGroup,
+    EthtoolSample,
+    Overflow,
+    PortSample,
+    Snapshot,
+    frozen_map,
+)
+from netd.series.tracker import SeriesTracker
 
 
 def eth(netdev: str, **stats: int) -> dict[str, EthtoolSample]:

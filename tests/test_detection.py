@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from netd.config import load_config
+from netd.config.settings import load_config
 from netd.detect.findings import FindingEvent
-from netd.detection import Detection, log_line, wait_running_fast_path
+from netd.detect.service import Detection, log_line, wait_running_fast_path
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
-from netd.model import EthtoolSample, PortSample, Snapshot, frozen_map
-from netd.series import SeriesTracker
+from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, frozen_map
+from netd.series.tracker import SeriesTracker
 
 NAMES = mlx5_ethtool_names((3,))
 

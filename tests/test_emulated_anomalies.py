@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from netd.collect import Collector
-from netd.config import load_config
+from netd.config.settings import load_config
 from netd.detect.findings import FindingEvent
-from netd.detection import Detection
+from netd.detect.service import Detection
 from netd.emulated.fabric_host import EmulatedFabric
-from netd.series import SeriesTracker
+from netd.series.tracker import SeriesTracker
+from netd.sources.collect import Sampler
 
 
 def incast_receivers(fabric: EmulatedFabric, t0_us: float, t1_us: float) -> set[tuple[int, int]]:
@@ -29,7 +29,7 @@ def incast_receivers(fabric: EmulatedFabric, t0_us: float, t1_us: float) -> set[
 
 def test_congestion_follows_the_incasts_and_nothing_else_fires(tmp_path: Path) -> None:
     fabric = EmulatedFabric(tmp_path / "emu", sim_ms_per_tick=20.0)
-    collector = Collector(fabric.host_root(0), ethtool_backend="files", host="emu-host0", emulated=True)
+    collector = Sampler(fabric.host_root(0), ethtool_backend="files", host="emu-host0", emulated=True)
     events: list[FindingEvent] = []
     now = [0.0]
     detection = Detection(

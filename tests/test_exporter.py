@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from netd.exporter import ExporterState, NetdCollector
-from netd.model import (
+from netd.daemon.state import PublishedState
+from netd.exporter import NetdCollector
+from netd.model.snapshot import (
     Counter,
     CounterGroup,
     EthtoolSample,
@@ -15,7 +16,7 @@ from netd.model import (
     SourceStatus,
     frozen_map,
 )
-from netd.series import SeriesTracker
+from netd.series.tracker import SeriesTracker
 
 W32 = 1 << 32
 
@@ -30,20 +31,30 @@ def _port(words: int, cnp: int, ooo: int, symbol: int) -> PortSample:
         Counter("rx_dct_connect", "rx_dct_connect", CounterGroup.HW, 9, 32, Overflow.WRAP),
     ]
     return PortSample(
-        device="mlx5_0", port=1, netdev="ens1f0np0", link_layer="Ethernet", state="ACTIVE",
-        phys_state="LinkUp", rate_gbps=200.0, driver="mlx5",
+        device="mlx5_0",
+        port=1,
+        netdev="ens1f0np0",
+        link_layer="Ethernet",
+        state="ACTIVE",
+        phys_state="LinkUp",
+        rate_gbps=200.0,
+        driver="mlx5",
         counters=frozen_map({c.raw_name: c for c in counters}),
-    )  # fmt: skip
+    )
 
 
 def _snap(t: float, port: PortSample, pause: int) -> Snapshot:
     stats = {"rx_prio3_pause": pause, "rx_prio3_pause_duration": pause * 10, "tx_pause_storm_error_events": 0}
     return Snapshot(
-        timestamp=1_700_000_000.0 + t, monotonic=t, host="h1", ports=(port,),
+        timestamp=1_700_000_000.0 + t,
+        monotonic=t,
+        host="h1",
+        ports=(port,),
         ethtool=frozen_map({"ens1f0np0": EthtoolSample("ens1f0np0", frozen_map(stats))}),
         sources=(SourceStatus("rdma", True, 0.002, None, 1), SourceStatus("ethtool", False, 0.001, "boom")),
-        emulated=True, tick_duration_s=0.003,
-    )  # fmt: skip
+        emulated=True,
+        tick_duration_s=0.003,
+    )
 
 
 EXPECTED = """\
@@ -138,7 +149,7 @@ def test_exposition_for_known_snapshots_is_exact():
     tracker = SeriesTracker()
     tracker.update(_snap(0.0, _port(100, 50, W32 - 5, 65535), 10))
     obs = tracker.update(_snap(1.0, _port(300, 70, 10, 65535), 30))
-    state = ExporterState(observation=obs, source_errors={"ethtool": 2}, ticks=2)
+    state = PublishedState(observation=obs, source_errors={"ethtool": 2}, ticks=2)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NetdCollector(lambda: state))
     assert generate_latest(registry).decode() == EXPECTED

@@ -8,22 +8,41 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 
-from netd.config_service import ClusterConfig
-from netd.congestion_state import CongestionScorer, Levels
+from netd.cluster.view import FabricView, kube_label_name
+from netd.config.service import ClusterConfig
+from netd.congestion.scorer import CongestionScorer, Levels
 from netd.errors import SourceError
-from netd.fabric_view import FabricView, kube_label_name
 from netd.sources.prometheus import PrometheusClient, promql_string
 
 
 def _vector(*series: tuple[dict[str, str], float]) -> dict:
-    return {"status": "success", "data": {"resultType": "vector",
-            "result": [{"metric": m, "value": [1700000000.0, str(v)]} for m, v in series]}}  # fmt: skip
+    return {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [{"metric": m, "value": [1700000000.0, str(v)]} for m, v in series],
+        },
+    }
 
 
 def _info(host: str, device: str, tor: str, state: str = "ACTIVE") -> tuple[dict[str, str], float]:
-    return ({"__name__": "netd_port_info", "job": "netd", "instance": f"{host}:9469", "host": host,
-             "device": device, "port": "1", "netdev": "eth0", "tor": tor, "spine": "spine-1", "rail": "0",
-             "state": state, "emulated": "false"}, 1.0)  # fmt: skip
+    return (
+        {
+            "__name__": "netd_port_info",
+            "job": "netd",
+            "instance": f"{host}:9469",
+            "host": host,
+            "device": device,
+            "port": "1",
+            "netdev": "eth0",
+            "tor": tor,
+            "spine": "spine-1",
+            "rail": "0",
+            "state": state,
+            "emulated": "false",
+        },
+        1.0,
+    )
 
 
 def _signal(host: str, device: str, signal: str, value: float) -> tuple[dict[str, str], float]:
@@ -41,7 +60,7 @@ class FakePrometheus:
             "netd_port_info": _vector(_info("a", "mlx5_0", "leaf-1"), _info("b", "mlx5_0", "leaf-2", "DOWN")),
             "avg_over_time": _vector(
                 _signal("a", "mlx5_0", "ce_fraction", 0.05), _signal("a", "mlx5_0", "pause_fraction", 0.0)
-            ),  # fmt: skip
+            ),
             "netd_port_pfc_stormed": _vector(),
             "count by (node)": _vector(({"node": "a"}, 2.0)),
         }

@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.slow  # runs `netd run` as a process
+
 
 def _wait_ready(url: str, proc: subprocess.Popen[str], timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
@@ -66,8 +68,11 @@ def test_emulated_fabric_end_to_end(daemon, free_port):
 
     status = subprocess.run(
         [sys.executable, "-m", "netd", "status", "--listen", f"127.0.0.1:{free_port}"],
-        env=env, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert status.returncode == 0, status.stderr
     assert "EMULATED FABRIC" in status.stdout
     assert "mlx5_0/1" in status.stdout and "ens1f1np1" in status.stdout
@@ -101,8 +106,11 @@ def test_a_second_daemon_on_the_same_port_fails_clearly(daemon, free_port, tmp_p
     env = {**env, "NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu2")}
     second = subprocess.run(
         [sys.executable, "-m", "netd", "run", "--listen", f"127.0.0.1:{free_port}"],
-        env=env, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert second.returncode == 2
     assert f"netd: cannot listen on 127.0.0.1:{free_port}: Address already in use" in second.stderr
     assert "EMULATED" not in second.stderr  # failed before starting anything

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from netd.api.server import SWITCH_INTERVAL_S, bind, share_interpreter_lock
 from netd.errors import NetdError
-from netd.runner import SWITCH_INTERVAL_S, bind, share_interpreter_lock
 
 
 def test_accepted_connections_have_nagle_off():

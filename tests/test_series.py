@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from netd.model import Counter, CounterGroup, EthtoolSample, Overflow, PortSample, Snapshot, frozen_map
-from netd.series import DeltaKind, SeriesTracker, counter_delta
+from netd.model.snapshot import (
+    Counter,
+    CounterGroup,
+    EthtoolSample,
+    Overflow,
+    PortSample,
+    Snapshot,
+    frozen_map,
+)
+from netd.series.tracker import DeltaKind, SeriesTracker, counter_delta
 
 W32 = 1 << 32
 
@@ -41,13 +49,20 @@ def test_counter_delta(prev, cur, width, overflow, scale, expected):
 
 def _snap(t: float, counters: dict[str, tuple[int, int, Overflow]], ethtool: dict[str, int] | None = None):
     port = PortSample(
-        device="mlx5_0", port=1, netdev="eth0", link_layer="Ethernet", state="ACTIVE", phys_state="LinkUp",
+        device="mlx5_0",
+        port=1,
+        netdev="eth0",
+        link_layer="Ethernet",
+        state="ACTIVE",
+        phys_state="LinkUp",
         rate_gbps=200.0,
-        counters=frozen_map({
-            name: Counter(name, name, CounterGroup.HW, value, width, overflow)
-            for name, (value, width, overflow) in counters.items()
-        }),
-    )  # fmt: skip
+        counters=frozen_map(
+            {
+                name: Counter(name, name, CounterGroup.HW, value, width, overflow)
+                for name, (value, width, overflow) in counters.items()
+            }
+        ),
+    )
     eth = {"eth0": EthtoolSample("eth0", frozen_map(ethtool or {}))}
     return Snapshot(timestamp=1000 + t, monotonic=t, host="h", ports=(port,), ethtool=frozen_map(eth))
 

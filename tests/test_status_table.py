@@ -9,21 +9,50 @@ from netd.commands.status_table import render_status, si
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(None, "-"), (0, "0"), (0.0, "0"), (3.25, "3.2"), (12, "12"), (999, "999"), (1234, "1.2k"),
-     (5.6e6, "5.6M"), (7.8e9, "7.8G")],
-)  # fmt: skip
+    [
+        (None, "-"),
+        (0, "0"),
+        (0.0, "0"),
+        (3.25, "3.2"),
+        (12, "12"),
+        (999, "999"),
+        (1234, "1.2k"),
+        (5.6e6, "5.6M"),
+        (7.8e9, "7.8G"),
+    ],
+)
 def test_si(value, text):
     assert si(value) == text
 
 
 def _doc(**signals):
-    base = {"rx_gbps": 150.25, "tx_gbps": 80.0, "ecn_marked_per_s": 0.0, "cnp_sent_per_s": 0.0,
-            "cnp_handled_per_s": 0.0, "retransmits_per_s": 0.0, "errors_per_s": 0.0,
-            "pfc": [{"priority": 3, "rx_pauses_per_s": 1200.0, "rx_pause_fraction": 0.045,
-                     "tx_pauses_per_s": 0.0, "tx_pause_fraction": 0.0}]}  # fmt: skip
+    base = {
+        "rx_gbps": 150.25,
+        "tx_gbps": 80.0,
+        "ecn_marked_per_s": 0.0,
+        "cnp_sent_per_s": 0.0,
+        "cnp_handled_per_s": 0.0,
+        "retransmits_per_s": 0.0,
+        "errors_per_s": 0.0,
+        "pfc": [
+            {
+                "priority": 3,
+                "rx_pauses_per_s": 1200.0,
+                "rx_pause_fraction": 0.045,
+                "tx_pauses_per_s": 0.0,
+                "tx_pause_fraction": 0.0,
+            }
+        ],
+    }
     base.update(signals)
-    port = {"device": "mlx5_0", "port": 1, "netdev": "ens1f0np0", "state": "ACTIVE", "signals": base,
-            "saturated": []}  # fmt: skip
+    port = {
+        "device": "mlx5_0",
+        "port": 1,
+        "netdev": "ens1f0np0",
+        "state": "ACTIVE",
+        "signals": base,
+        "saturated": [],
+    }
     return {"host": "h1", "emulated": True, "interval_s": 1.0, "ports": [port], "sources": []}
 
 

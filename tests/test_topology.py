@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from netd.model import PortSample
+from netd.model.snapshot import PortSample
+from netd.model.topology import Gid, HostInterface, LldpNeighbor, join_names
 from netd.sources.lldpcli import read_lldp_file
 from netd.sources.topology_file import parse_topology_file
-from netd.topology import build_topology, natural_key, rail_index
-from netd.topology_types import Gid, HostInterface, LldpNeighbor, join_names
+from netd.topology.build import build_topology, natural_key, rail_index
 
 FIXTURES = Path(__file__).parent / "fixtures" / "lldp"
 

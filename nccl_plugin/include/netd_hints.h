@@ -1,8 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * netd_hints.h — the one definition of the bytes netd and libnccl-tuner-netd.so exchange:
  * the hint table and the pin protocol spoken over the daemon's Unix socket.
  *
- * netd/hints/layout.py mirrors every struct here; tests/hints/test_layout.py compiles
+ * netd/nccl/layout.py mirrors every struct here; tests/nccl/test_layout.py compiles
  * tests/layout_probe.c against this header and compares sizes and offsets with the Python side.
  * Any change to a struct is a new NETD_HINTS_LAYOUT_VERSION / NETD_PIN_PROTO_VERSION, and a new
  * table layout is always a new pin protocol version too: netd answers a plugin of another protocol
@@ -46,8 +47,7 @@
 #define NETD_HINTS_FORBID_BITS (NETD_HINTS_NUM_ALGOS * NETD_HINTS_NUM_PROTOS) /* 21 */
 #define NETD_HINTS_MAX_CHANNELS 64
 
-#define NETD_HINTS_ENTRIES                                                                         \
-  (NETD_HINTS_NUM_NODE_BUCKETS * NETD_HINTS_NUM_COLLS * NETD_HINTS_NUM_SIZE_BUCKETS)
+#define NETD_HINTS_ENTRIES (NETD_HINTS_NUM_NODE_BUCKETS * NETD_HINTS_NUM_COLLS * NETD_HINTS_NUM_SIZE_BUCKETS)
 #define NETD_HINTS_TABLE_BYTES (64 + NETD_HINTS_ENTRIES * 8) /* header + entries = 15424 */
 
 /* entry.flags */
@@ -68,31 +68,31 @@
  * An all-default entry {-1, -1, 0, 0, 0} leaves the table untouched.
  */
 struct netd_hint_entry {
-  int8_t algo;        /* 0..6, or -1: no algorithm preference */
-  int8_t proto;       /* 0..2, or -1: any protocol of algo */
-  uint8_t n_channels; /* 0: NCCL decides; 1..64 */
-  uint8_t flags;      /* NETD_HINT_F_* */
-  uint32_t forbid;    /* bit a*3+p forbids (a, p); only bits 0..20 may be set */
+    int8_t algo;        /* 0..6, or -1: no algorithm preference */
+    int8_t proto;       /* 0..2, or -1: any protocol of algo */
+    uint8_t n_channels; /* 0: NCCL decides; 1..64 */
+    uint8_t flags;      /* NETD_HINT_F_* */
+    uint32_t forbid;    /* bit a*3+p forbids (a, p); only bits 0..20 may be set */
 };
 
 struct netd_hints_header {
-  uint32_t magic;            /* NETD_HINTS_MAGIC */
-  uint16_t layout_version;   /* NETD_HINTS_LAYOUT_VERSION */
-  uint16_t header_size;      /* sizeof(struct netd_hints_header) */
-  uint32_t total_size;       /* header + entries, bytes */
-  uint16_t n_colls;          /* NETD_HINTS_NUM_COLLS */
-  uint16_t n_size_buckets;   /* NETD_HINTS_NUM_SIZE_BUCKETS */
-  uint16_t n_node_buckets;   /* NETD_HINTS_NUM_NODE_BUCKETS */
-  uint16_t entry_size;       /* sizeof(struct netd_hint_entry) */
-  uint16_t size_log2_min;    /* NETD_HINTS_SIZE_LOG2_MIN */
-  uint16_t flags;            /* reserved, 0 */
-  uint64_t table_version;    /* first 8 bytes (little-endian) of SHA-256 over the entries */
-  int64_t generated_at_ns;   /* producer's wall clock (CLOCK_REALTIME), ns */
-  uint32_t valid_for_ms;     /* 0: never stale; else stale when pinned more than this after generation */
-  uint32_t reserved0;        /* 0 */
-  uint64_t producer;         /* informative: hash of the producing host's name */
-  uint32_t reserved1;        /* 0 */
-  uint32_t crc32;            /* CRC-32 (zlib) of header bytes [0, 60) followed by the entries */
+    uint32_t magic;          /* NETD_HINTS_MAGIC */
+    uint16_t layout_version; /* NETD_HINTS_LAYOUT_VERSION */
+    uint16_t header_size;    /* sizeof(struct netd_hints_header) */
+    uint32_t total_size;     /* header + entries, bytes */
+    uint16_t n_colls;        /* NETD_HINTS_NUM_COLLS */
+    uint16_t n_size_buckets; /* NETD_HINTS_NUM_SIZE_BUCKETS */
+    uint16_t n_node_buckets; /* NETD_HINTS_NUM_NODE_BUCKETS */
+    uint16_t entry_size;     /* sizeof(struct netd_hint_entry) */
+    uint16_t size_log2_min;  /* NETD_HINTS_SIZE_LOG2_MIN */
+    uint16_t flags;          /* reserved, 0 */
+    uint64_t table_version;  /* first 8 bytes (little-endian) of SHA-256 over the entries */
+    int64_t generated_at_ns; /* producer's wall clock (CLOCK_REALTIME), ns */
+    uint32_t valid_for_ms;   /* 0: never stale; else stale when pinned more than this after generation */
+    uint32_t reserved0;      /* 0 */
+    uint64_t producer;       /* informative: hash of the producing host's name */
+    uint32_t reserved1;      /* 0 */
+    uint32_t crc32;          /* CRC-32 (zlib) of header bytes [0, 60) followed by the entries */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -117,32 +117,32 @@ struct netd_hints_header {
 #define NETD_PIN_REASON_LEN 96
 
 enum netd_pin_status {
-  NETD_PIN_APPLY = 0,
-  NETD_PIN_NEUTRAL = 1,
-  NETD_PIN_FAIL = 2,
+    NETD_PIN_APPLY = 0,
+    NETD_PIN_NEUTRAL = 1,
+    NETD_PIN_FAIL = 2,
 };
 
 struct netd_pin_request {
-  uint32_t magic;      /* NETD_PIN_REQUEST_MAGIC */
-  uint16_t version;    /* NETD_PIN_PROTO_VERSION */
-  uint16_t size;       /* sizeof(struct netd_pin_request) */
-  uint64_t comm_id;    /* NCCL's commId (comm->commHash), identical on every rank */
-  uint64_t n_ranks;
-  uint64_t n_nodes;
-  uint64_t member;     /* random per init call; identifies this rank's registration */
-  uint32_t timeout_ms; /* how long the plugin waits for the verdict */
-  uint32_t pid;        /* informative */
+    uint32_t magic;   /* NETD_PIN_REQUEST_MAGIC */
+    uint16_t version; /* NETD_PIN_PROTO_VERSION */
+    uint16_t size;    /* sizeof(struct netd_pin_request) */
+    uint64_t comm_id; /* NCCL's commId (comm->commHash), identical on every rank */
+    uint64_t n_ranks;
+    uint64_t n_nodes;
+    uint64_t member;     /* random per init call; identifies this rank's registration */
+    uint32_t timeout_ms; /* how long the plugin waits for the verdict */
+    uint32_t pid;        /* informative */
 };
 
 struct netd_pin_response {
-  uint32_t magic;        /* NETD_PIN_RESPONSE_MAGIC */
-  uint16_t version;      /* NETD_PIN_PROTO_VERSION */
-  uint16_t size;         /* sizeof(struct netd_pin_response) */
-  uint32_t status;       /* enum netd_pin_status */
-  uint32_t table_size;   /* bytes of hint table that follow (APPLY only, else 0) */
-  uint64_t comm_id;      /* echo of the request */
-  int64_t pinned_at_ns;  /* pin authority's wall clock when the first rank asked */
-  char reason[NETD_PIN_REASON_LEN]; /* NUL-terminated, for the log */
+    uint32_t magic;                   /* NETD_PIN_RESPONSE_MAGIC */
+    uint16_t version;                 /* NETD_PIN_PROTO_VERSION */
+    uint16_t size;                    /* sizeof(struct netd_pin_response) */
+    uint32_t status;                  /* enum netd_pin_status */
+    uint32_t table_size;              /* bytes of hint table that follow (APPLY only, else 0) */
+    uint64_t comm_id;                 /* echo of the request */
+    int64_t pinned_at_ns;             /* pin authority's wall clock when the first rank asked */
+    char reason[NETD_PIN_REASON_LEN]; /* NUL-terminated, for the log */
 };
 
 #endif /* NETD_HINTS_H_ */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * nccl_abi.h — the parts of NCCL's tuner-plugin ABI this plugin uses, declared from the facts of
  * NVIDIA/nccl src/include/plugin/nccl_tuner.h and src/include/plugin/tuner/tuner_v{3,4,5,6}.h
@@ -17,40 +18,40 @@
 #include <stdint.h>
 
 typedef enum {
-  ncclSuccess = 0,
-  ncclUnhandledCudaError = 1,
-  ncclSystemError = 2,
-  ncclInternalError = 3,
-  ncclInvalidArgument = 4,
-  ncclInvalidUsage = 5,
-  ncclRemoteError = 6,
-  ncclInProgress = 7,
+    ncclSuccess = 0,
+    ncclUnhandledCudaError = 1,
+    ncclSystemError = 2,
+    ncclInternalError = 3,
+    ncclInvalidArgument = 4,
+    ncclInvalidUsage = 5,
+    ncclRemoteError = 6,
+    ncclInProgress = 7,
 } ncclResult_t;
 
 /* Only the values 0..4 (Broadcast, Reduce, AllGather, ReduceScatter, AllReduce) are tuned by
  * NCCL's cost model; later NCCLs define more and may pass them, so treat the type as an int. */
 typedef enum {
-  ncclFuncBroadcast = 0,
-  ncclFuncReduce = 1,
-  ncclFuncAllGather = 2,
-  ncclFuncReduceScatter = 3,
-  ncclFuncAllReduce = 4,
+    ncclFuncBroadcast = 0,
+    ncclFuncReduce = 1,
+    ncclFuncAllGather = 2,
+    ncclFuncReduceScatter = 3,
+    ncclFuncAllReduce = 4,
 } ncclFunc_t;
 
 typedef enum {
-  NCCL_LOG_NONE = 0,
-  NCCL_LOG_VERSION = 1,
-  NCCL_LOG_WARN = 2,
-  NCCL_LOG_INFO = 3,
-  NCCL_LOG_ABORT = 4,
-  NCCL_LOG_TRACE = 5,
+    NCCL_LOG_NONE = 0,
+    NCCL_LOG_VERSION = 1,
+    NCCL_LOG_WARN = 2,
+    NCCL_LOG_INFO = 3,
+    NCCL_LOG_ABORT = 4,
+    NCCL_LOG_TRACE = 5,
 } ncclDebugLogLevel;
 
 #define NCCL_INIT 0x1UL
 #define NCCL_TUNING 0x40UL
 
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
-                                  int line, const char *fmt, ...);
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                                  const char *fmt, ...);
 
 #define NCCL_ALGO_TREE 0
 #define NCCL_ALGO_RING 1
@@ -59,22 +60,22 @@ typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, 
 #define NCCL_ALGO_PROTO_IGNORE (-1.0)
 
 typedef struct {
-  int nNvlDomains;
-  int minRanksPerNvlDomain;
-  int maxRanksPerNvlDomain;
+    int nNvlDomains;
+    int minRanksPerNvlDomain;
+    int maxRanksPerNvlDomain;
 } ncclNvlDomainInfo_v5_t;
 
 /* Owned by NCCL; the plugin may edit it in init. netd does not: it is declared so that the
  * signature is exact (7 algorithms x 3 protocols, 3 hardware links, 4 compute capabilities,
  * 3 tuning scales; 1152 bytes on x86-64). */
 typedef struct {
-  double baseLatencies[7][3];
-  double hwLatencies[3][7][3];
-  double llMaxBws[4][3];
-  double perChMaxRingLL128Bws[4][3];
-  double perChMaxTreeLL128Bws[4][3];
-  double perChMaxTreeBws[4][3];
-  double perChMaxNVLSTreeBws[4][3];
+    double baseLatencies[7][3];
+    double hwLatencies[3][7][3];
+    double llMaxBws[4][3];
+    double perChMaxRingLL128Bws[4][3];
+    double perChMaxTreeLL128Bws[4][3];
+    double perChMaxTreeBws[4][3];
+    double perChMaxNVLSTreeBws[4][3];
 } ncclTunerConstants_v5_t;
 
 typedef ncclResult_t (*netd_get_coll_info_v4_fn)(void *context, ncclFunc_t collType, size_t nBytes,
@@ -82,38 +83,38 @@ typedef ncclResult_t (*netd_get_coll_info_v4_fn)(void *context, ncclFunc_t collT
                                                  int numProto, int regBuff, int *nChannels);
 
 typedef struct {
-  const char *name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
-  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
-                              float **collCostTable, int numAlgo, int numProto, int *nChannels);
-  ncclResult_t (*destroy)(void *context);
+    const char *name;
+    ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+    ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                                float **collCostTable, int numAlgo, int numProto, int *nChannels);
+    ncclResult_t (*destroy)(void *context);
 } ncclTuner_v3_t;
 
 typedef struct {
-  const char *name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
-  netd_get_coll_info_v4_fn getCollInfo;
-  ncclResult_t (*destroy)(void *context);
+    const char *name;
+    ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+    netd_get_coll_info_v4_fn getCollInfo;
+    ncclResult_t (*destroy)(void *context);
 } ncclTuner_v4_t;
 
 typedef struct {
-  const char *name;
-  ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
-                       ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
-                       ncclTunerConstants_v5_t *constants);
-  netd_get_coll_info_v4_fn getCollInfo;
-  ncclResult_t (*finalize)(void *context);
+    const char *name;
+    ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                         ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+                         ncclTunerConstants_v5_t *constants);
+    netd_get_coll_info_v4_fn getCollInfo;
+    ncclResult_t (*finalize)(void *context);
 } ncclTuner_v5_t;
 
 typedef struct {
-  const char *name;
-  ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
-                       ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
-                       ncclTunerConstants_v5_t *constants);
-  netd_get_coll_info_v4_fn getCollInfo;
-  ncclResult_t (*finalize)(void *context);
-  ncclResult_t (*getChunkSize)(void *context, ncclFunc_t collType, size_t nBytes, int algo,
-                               int proto, int nChannels, size_t *chunkSize);
+    const char *name;
+    ncclResult_t (*init)(void **ctx, uint64_t commId, size_t nRanks, size_t nNodes,
+                         ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t *nvlDomainInfo,
+                         ncclTunerConstants_v5_t *constants);
+    netd_get_coll_info_v4_fn getCollInfo;
+    ncclResult_t (*finalize)(void *context);
+    ncclResult_t (*getChunkSize)(void *context, ncclFunc_t collType, size_t nBytes, int algo, int proto,
+                                 int nChannels, size_t *chunkSize);
 } ncclTuner_v6_t;
 
 #define NETD_EXPORT __attribute__((visibility("default")))

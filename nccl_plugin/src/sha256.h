@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #ifndef NETD_SHA256_H_
 #define NETD_SHA256_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* table_builder.h — build hint tables in tests and the benchmark (the daemon builds them in Python). */
 #ifndef NETD_TEST_TABLE_BUILDER_H_
 #define NETD_TEST_TABLE_BUILDER_H_

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * test_dlopen.c — the shared object as NCCL loads it: dlopen(RTLD_NOW | RTLD_LOCAL), the
  * versioned symbols v6 -> v5 -> v4 -> v3, init / getCollInfo / finalize with NCCL-shaped cost
@@ -32,250 +33,282 @@ static char last_log[1024];
 static int last_level;
 static unsigned long last_flags;
 
-static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                   const char *fmt, ...) {
-  (void)file, (void)line;
-  pthread_mutex_lock(&log_lock);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_log, sizeof last_log, fmt, ap);
-  va_end(ap);
-  last_level = level;
-  last_flags = flags;
-  pthread_mutex_unlock(&log_lock);
+static void logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                   ...)
+{
+    (void)file, (void)line;
+    pthread_mutex_lock(&log_lock);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_log, sizeof last_log, fmt, ap);
+    va_end(ap);
+    last_level = level;
+    last_flags = flags;
+    pthread_mutex_unlock(&log_lock);
 }
 
-static int64_t wall_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void clear_env(void) {
-  unsetenv("NETD_TUNER");
-  unsetenv("NETD_TUNER_SOCKET");
-  unsetenv("NETD_TUNER_TIMEOUT_MS");
-  unsetenv("NETD_TUNER_TABLE");
-  unsetenv("NETD_TUNER_TABLE_SHA256");
+static void clear_env(void)
+{
+    unsetenv("NETD_TUNER");
+    unsetenv("NETD_TUNER_SOCKET");
+    unsetenv("NETD_TUNER_TIMEOUT_MS");
+    unsetenv("NETD_TUNER_TABLE");
+    unsetenv("NETD_TUNER_TABLE_SHA256");
 }
 
 /* A table: 2 nodes, AllReduce 1 MiB -> prefer TREE (forbid RING); 4 nodes, AllGather 64 KiB ->
  * prefer PAT (forbid RING) with 4 channels. */
-static void build_table(void) {
-  tb_init(table_buf, wall_ns(), 60000);
-  int ring[] = {1};
-  *tb_entry(table_buf, 1, 4, 11) = tb_soft(0, ring, 1);
-  struct netd_hint_entry pat = tb_soft(6, ring, 1);
-  pat.n_channels = 4;
-  *tb_entry(table_buf, 2, 2, 7) = pat;
-  tb_seal(table_buf);
+static void build_table(void)
+{
+    tb_init(table_buf, wall_ns(), 60000);
+    int ring[] = {1};
+    *tb_entry(table_buf, 1, 4, 11) = tb_soft(0, ring, 1);
+    struct netd_hint_entry pat = tb_soft(6, ring, 1);
+    pat.n_channels = 4;
+    *tb_entry(table_buf, 2, 2, 7) = pat;
+    tb_seal(table_buf);
 }
 
 static int pick_after(const netd_get_coll_info_v4_fn fn, void *ctx, ncclFunc_t coll, size_t bytes,
-                      const float *src, int na, int *nch) {
-  float t[21];
-  memcpy(t, src, sizeof(float) * (size_t)na * 3);
-  *nch = 0;
-  CHECK_INT(fn(ctx, coll, bytes, 1, (float **)(void *)t, na, 3, 0, nch), ncclSuccess);
-  return nccl_pick(t, na, 3);
+                      const float *src, int na, int *nch)
+{
+    float t[21];
+    memcpy(t, src, sizeof(float) * (size_t)na * 3);
+    *nch = 0;
+    CHECK_INT(fn(ctx, coll, bytes, 1, (float **)(void *)t, na, 3, 0, nch), ncclSuccess);
+    return nccl_pick(t, na, 3);
 }
 
-static void test_symbols(void *lib) {
-  v6 = dlsym(lib, "ncclTunerPlugin_v6");
-  v5 = dlsym(lib, "ncclTunerPlugin_v5");
-  v4 = dlsym(lib, "ncclTunerPlugin_v4");
-  v3 = dlsym(lib, "ncclTunerPlugin_v3");
-  CHECK(v6 != NULL && v5 != NULL && v4 != NULL && v3 != NULL);
-  CHECK(dlsym(lib, "ncclTunerPlugin_v2") == NULL);
-  CHECK(dlsym(lib, "netd_apply") == NULL); /* hidden */
-  CHECK(dlsym(lib, "netd_sha256") == NULL);
-  CHECK(strcmp(v6->name, "netd") == 0 && strcmp(v5->name, "netd") == 0);
-  CHECK(v6->getChunkSize == NULL);
-  CHECK(v6->init != NULL && v6->getCollInfo != NULL && v6->finalize != NULL);
+static void test_symbols(void *lib)
+{
+    v6 = dlsym(lib, "ncclTunerPlugin_v6");
+    v5 = dlsym(lib, "ncclTunerPlugin_v5");
+    v4 = dlsym(lib, "ncclTunerPlugin_v4");
+    v3 = dlsym(lib, "ncclTunerPlugin_v3");
+    CHECK(v6 != NULL && v5 != NULL && v4 != NULL && v3 != NULL);
+    CHECK(dlsym(lib, "ncclTunerPlugin_v2") == NULL);
+    CHECK(dlsym(lib, "netd_apply") == NULL); /* hidden */
+    CHECK(dlsym(lib, "netd_sha256") == NULL);
+    CHECK(strcmp(v6->name, "netd") == 0 && strcmp(v5->name, "netd") == 0);
+    CHECK(v6->getChunkSize == NULL);
+    CHECK(v6->init != NULL && v6->getCollInfo != NULL && v6->finalize != NULL);
 }
 
-static void test_off(void) {
-  clear_env();
-  setenv("NETD_TUNER", "off", 1);
-  void *ctx = (void *)1;
-  CHECK_INT(v6->init(&ctx, 42, 16, 2, logger, NULL, NULL), ncclSuccess);
-  CHECK(ctx == NULL);
-  CHECK(strstr(last_log, "disabled by NETD_TUNER") != NULL);
-  CHECK_INT(last_level, NCCL_LOG_INFO);
-  CHECK_INT(last_flags, NCCL_TUNING);
-  int nch;
-  CHECK_INT(pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 4);
-  CHECK_INT(v6->finalize(ctx), ncclSuccess);
-  setenv("NETD_TUNER", "bogus", 1);
-  CHECK_INT(v6->init(&ctx, 42, 16, 2, logger, NULL, NULL), ncclInvalidUsage);
-  CHECK(strstr(last_log, "NETD_TUNER=bogus") != NULL && last_level == NCCL_LOG_WARN);
-  CHECK_INT(v6->init(&ctx, 42, 16, 2, NULL, NULL, NULL), ncclInvalidUsage); /* NULL logger is fine */
-  clear_env();
+static void test_off(void)
+{
+    clear_env();
+    setenv("NETD_TUNER", "off", 1);
+    void *ctx = (void *)1;
+    CHECK_INT(v6->init(&ctx, 42, 16, 2, logger, NULL, NULL), ncclSuccess);
+    CHECK(ctx == NULL);
+    CHECK(strstr(last_log, "disabled by NETD_TUNER") != NULL);
+    CHECK_INT(last_level, NCCL_LOG_INFO);
+    CHECK_INT(last_flags, NCCL_TUNING);
+    int nch;
+    CHECK_INT(
+        pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+        4);
+    CHECK_INT(v6->finalize(ctx), ncclSuccess);
+    setenv("NETD_TUNER", "bogus", 1);
+    CHECK_INT(v6->init(&ctx, 42, 16, 2, logger, NULL, NULL), ncclInvalidUsage);
+    CHECK(strstr(last_log, "NETD_TUNER=bogus") != NULL && last_level == NCCL_LOG_WARN);
+    CHECK_INT(v6->init(&ctx, 42, 16, 2, NULL, NULL, NULL), ncclInvalidUsage); /* NULL logger is fine */
+    clear_env();
 }
 
-static void use_static_table(const char *path) {
-  char sha[65];
-  tb_sha256_hex(table_buf, sizeof table_buf, sha);
-  CHECK_INT(tb_write(path, table_buf, sizeof table_buf), 0);
-  setenv("NETD_TUNER_TABLE", path, 1);
-  setenv("NETD_TUNER_TABLE_SHA256", sha, 1);
+static void use_static_table(const char *path)
+{
+    char sha[65];
+    tb_sha256_hex(table_buf, sizeof table_buf, sha);
+    CHECK_INT(tb_write(path, table_buf, sizeof table_buf), 0);
+    setenv("NETD_TUNER_TABLE", path, 1);
+    setenv("NETD_TUNER_TABLE_SHA256", sha, 1);
 }
 
-static void test_static_all_versions(const char *path) {
-  clear_env();
-  build_table();
-  use_static_table(path);
-  ncclTunerConstants_v5_t constants;
-  memset(&constants, 0, sizeof constants);
-  ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
-  void *ctx = NULL;
-  int nch;
-  /* v6 and v5: same entry points */
-  CHECK_INT(v6->init(&ctx, 7, 16, 2, logger, &nvl, &constants), ncclSuccess);
-  CHECK(ctx != NULL);
-  CHECK(strstr(last_log, "latched") != NULL);
-  CHECK_INT(pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 1);
-  CHECK_INT(nch, 0);
-  /* other sizes and collectives: untouched */
-  CHECK_INT(pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 25, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 4);
-  CHECK_INT(pick_after(v6->getCollInfo, ctx, ncclFuncBroadcast, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 4);
-  CHECK_INT(pick_after(v6->getCollInfo, ctx, (ncclFunc_t)11 /* AllGatherV */, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 4);
-  CHECK_INT(v6->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, NULL, 7, 3, 0, &nch), ncclSuccess);
-  CHECK_INT(v6->finalize(ctx), ncclSuccess);
-  CHECK_INT(v5->init(&ctx, 7, 4, 4, logger, &nvl, &constants), ncclSuccess);
-  CHECK_INT(pick_after(v5->getCollInfo, ctx, ncclFuncAllGather, 1 << 16, &COST_ALLGATHER_64K_7x3[0][0], 7, &nch), 6 * 3 + 2);
-  CHECK_INT(nch, 4);
-  CHECK_INT(v5->finalize(ctx), ncclSuccess);
-  /* v4: no communicator id, but a static table works */
-  CHECK_INT(v4->init(16, 2, logger, &ctx), ncclSuccess);
-  CHECK(ctx != NULL);
-  CHECK_INT(pick_after(v4->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 1);
-  CHECK_INT(v4->destroy(ctx), ncclSuccess);
-  /* v3 on NCCL 2.22's 6x3 table */
-  CHECK_INT(v3->init(16, 2, logger, &ctx), ncclSuccess);
-  float t[18];
-  memcpy(t, COST_ALLREDUCE_256K_6x3, sizeof t);
-  nch = 0;
-  CHECK_INT(v3->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)(void *)t, 6, 3, &nch), ncclSuccess);
-  CHECK(t[3] == -1.0f && t[4] == -1.0f && t[5] == -1.0f && t[0] == 22.6f);
-  CHECK_INT(v3->destroy(ctx), ncclSuccess);
-  /* a digest that does not match fails init on every API version */
-  setenv("NETD_TUNER_TABLE_SHA256", "0000000000000000000000000000000000000000000000000000000000000000", 1);
-  CHECK_INT(v6->init(&ctx, 7, 16, 2, logger, &nvl, &constants), ncclInvalidUsage);
-  CHECK(strstr(last_log, "every rank must load the same table") != NULL && last_level == NCCL_LOG_WARN);
-  CHECK_INT(v3->init(16, 2, logger, &ctx), ncclInvalidUsage);
-  clear_env();
+static void test_static_all_versions(const char *path)
+{
+    clear_env();
+    build_table();
+    use_static_table(path);
+    ncclTunerConstants_v5_t constants;
+    memset(&constants, 0, sizeof constants);
+    ncclNvlDomainInfo_v5_t nvl = {1, 8, 8};
+    void *ctx = NULL;
+    int nch;
+    /* v6 and v5: same entry points */
+    CHECK_INT(v6->init(&ctx, 7, 16, 2, logger, &nvl, &constants), ncclSuccess);
+    CHECK(ctx != NULL);
+    CHECK(strstr(last_log, "latched") != NULL);
+    CHECK_INT(
+        pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+        1);
+    CHECK_INT(nch, 0);
+    /* other sizes and collectives: untouched */
+    CHECK_INT(
+        pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 25, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+        4);
+    CHECK_INT(
+        pick_after(v6->getCollInfo, ctx, ncclFuncBroadcast, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+        4);
+    CHECK_INT(pick_after(v6->getCollInfo, ctx, (ncclFunc_t)11 /* AllGatherV */, 1 << 20,
+                         &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+              4);
+    CHECK_INT(v6->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, NULL, 7, 3, 0, &nch), ncclSuccess);
+    CHECK_INT(v6->finalize(ctx), ncclSuccess);
+    CHECK_INT(v5->init(&ctx, 7, 4, 4, logger, &nvl, &constants), ncclSuccess);
+    CHECK_INT(
+        pick_after(v5->getCollInfo, ctx, ncclFuncAllGather, 1 << 16, &COST_ALLGATHER_64K_7x3[0][0], 7, &nch),
+        6 * 3 + 2);
+    CHECK_INT(nch, 4);
+    CHECK_INT(v5->finalize(ctx), ncclSuccess);
+    /* v4: no communicator id, but a static table works */
+    CHECK_INT(v4->init(16, 2, logger, &ctx), ncclSuccess);
+    CHECK(ctx != NULL);
+    CHECK_INT(
+        pick_after(v4->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+        1);
+    CHECK_INT(v4->destroy(ctx), ncclSuccess);
+    /* v3 on NCCL 2.22's 6x3 table */
+    CHECK_INT(v3->init(16, 2, logger, &ctx), ncclSuccess);
+    float t[18];
+    memcpy(t, COST_ALLREDUCE_256K_6x3, sizeof t);
+    nch = 0;
+    CHECK_INT(v3->getCollInfo(ctx, ncclFuncAllReduce, 1 << 20, 1, (float **)(void *)t, 6, 3, &nch),
+              ncclSuccess);
+    CHECK(t[3] == -1.0f && t[4] == -1.0f && t[5] == -1.0f && t[0] == 22.6f);
+    CHECK_INT(v3->destroy(ctx), ncclSuccess);
+    /* a digest that does not match fails init on every API version */
+    setenv("NETD_TUNER_TABLE_SHA256", "0000000000000000000000000000000000000000000000000000000000000000", 1);
+    CHECK_INT(v6->init(&ctx, 7, 16, 2, logger, &nvl, &constants), ncclInvalidUsage);
+    CHECK(strstr(last_log, "every rank must load the same table") != NULL && last_level == NCCL_LOG_WARN);
+    CHECK_INT(v3->init(16, 2, logger, &ctx), ncclInvalidUsage);
+    clear_env();
 }
 
-static void test_daemon_modes(void) {
-  clear_env();
-  build_table();
-  ncclTunerConstants_v5_t constants;
-  memset(&constants, 0, sizeof constants);
-  void *ctx = NULL;
-  int nch;
-  struct fake_daemon d;
-  /* applied */
-  CHECK_INT(fake_daemon_start(&d, FAKE_APPLY, table_buf, sizeof table_buf, wall_ns()), 0);
-  setenv("NETD_TUNER_SOCKET", d.path, 1);
-  CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
-  CHECK(ctx != NULL);
-  CHECK(strstr(last_log, "comm 0000000000abcdef (16 ranks, 2 nodes)") != NULL);
-  CHECK_INT(pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch), 1);
-  CHECK_INT(v6->finalize(ctx), ncclSuccess);
-  /* a single-node communicator gets the same table but uses the 1-node slice: nothing there */
-  CHECK_INT(v6->init(&ctx, 0xABCDF0, 8, 1, logger, NULL, &constants), ncclSuccess);
-  CHECK(ctx == NULL);
-  /* v4 never asks the daemon: it has no communicator id */
-  int before = d.requests;
-  CHECK_INT(v4->init(16, 2, logger, &ctx), ncclSuccess);
-  CHECK(ctx == NULL && strstr(last_log, "no communicator id") != NULL);
-  fake_daemon_stop(&d);
-  CHECK_INT(d.requests, before);
-  /* lost verdict: init fails loudly */
-  CHECK_INT(fake_daemon_start(&d, FAKE_CLOSE, NULL, 0, 0), 0);
-  setenv("NETD_TUNER_SOCKET", d.path, 1);
-  CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSystemError);
-  CHECK(strstr(last_log, "init fails") != NULL && last_level == NCCL_LOG_WARN);
-  fake_daemon_stop(&d);
-  /* no daemon: untouched */
-  CHECK_INT(v5->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
-  CHECK(ctx == NULL && strstr(last_log, "no netd pin") != NULL);
-  clear_env();
+static void test_daemon_modes(void)
+{
+    clear_env();
+    build_table();
+    ncclTunerConstants_v5_t constants;
+    memset(&constants, 0, sizeof constants);
+    void *ctx = NULL;
+    int nch;
+    struct fake_daemon d;
+    /* applied */
+    CHECK_INT(fake_daemon_start(&d, FAKE_APPLY, table_buf, sizeof table_buf, wall_ns()), 0);
+    setenv("NETD_TUNER_SOCKET", d.path, 1);
+    CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
+    CHECK(ctx != NULL);
+    CHECK(strstr(last_log, "comm 0000000000abcdef (16 ranks, 2 nodes)") != NULL);
+    CHECK_INT(
+        pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
+        1);
+    CHECK_INT(v6->finalize(ctx), ncclSuccess);
+    /* a single-node communicator gets the same table but uses the 1-node slice: nothing there */
+    CHECK_INT(v6->init(&ctx, 0xABCDF0, 8, 1, logger, NULL, &constants), ncclSuccess);
+    CHECK(ctx == NULL);
+    /* v4 never asks the daemon: it has no communicator id */
+    int before = d.requests;
+    CHECK_INT(v4->init(16, 2, logger, &ctx), ncclSuccess);
+    CHECK(ctx == NULL && strstr(last_log, "no communicator id") != NULL);
+    fake_daemon_stop(&d);
+    CHECK_INT(d.requests, before);
+    /* lost verdict: init fails loudly */
+    CHECK_INT(fake_daemon_start(&d, FAKE_CLOSE, NULL, 0, 0), 0);
+    setenv("NETD_TUNER_SOCKET", d.path, 1);
+    CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSystemError);
+    CHECK(strstr(last_log, "init fails") != NULL && last_level == NCCL_LOG_WARN);
+    fake_daemon_stop(&d);
+    /* no daemon: untouched */
+    CHECK_INT(v5->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
+    CHECK(ctx == NULL && strstr(last_log, "no netd pin") != NULL);
+    clear_env();
 }
 
 struct worker {
-  const char *table_path;
-  int index;
-  int failures;
+    const char *table_path;
+    int index;
+    int failures;
 };
 
 /* Each thread is one communicator: init, many launches, finalize. */
-static void *communicator(void *arg) {
-  struct worker *w = arg;
-  for (int round = 0; round < 20; round++) {
-    void *ctx = NULL;
-    uint64_t comm = ((uint64_t)w->index << 32) | (uint64_t)round;
-    if (v6->init(&ctx, comm, 16, 2, NULL, NULL, NULL) != ncclSuccess || ctx == NULL) {
-      w->failures++;
-      continue;
+static void *communicator(void *arg)
+{
+    struct worker *w = arg;
+    for (int round = 0; round < 20; round++) {
+        void *ctx = NULL;
+        uint64_t comm = ((uint64_t)w->index << 32) | (uint64_t)round;
+        if (v6->init(&ctx, comm, 16, 2, NULL, NULL, NULL) != ncclSuccess || ctx == NULL) {
+            w->failures++;
+            continue;
+        }
+        for (int i = 0; i < 5000; i++) {
+            float t[21];
+            memcpy(t, COST_ALLREDUCE_1M_7x3, sizeof t);
+            int nch = 0;
+            size_t bytes = (size_t)1 << (10 + (i % 20));
+            v6->getCollInfo(ctx, ncclFuncAllReduce, bytes, 1, (float **)(void *)t, 7, 3, 0, &nch);
+            int want = (bytes >> 20) == 1 ? 1 : 4;
+            if (nccl_pick(t, 7, 3) != want || nch != 0)
+                w->failures++;
+        }
+        v6->finalize(ctx);
     }
-    for (int i = 0; i < 5000; i++) {
-      float t[21];
-      memcpy(t, COST_ALLREDUCE_1M_7x3, sizeof t);
-      int nch = 0;
-      size_t bytes = (size_t)1 << (10 + (i % 20));
-      v6->getCollInfo(ctx, ncclFuncAllReduce, bytes, 1, (float **)(void *)t, 7, 3, 0, &nch);
-      int want = (bytes >> 20) == 1 ? 1 : 4;
-      if (nccl_pick(t, 7, 3) != want || nch != 0) w->failures++;
-    }
-    v6->finalize(ctx);
-  }
-  return NULL;
+    return NULL;
 }
 
-static void test_threads(const char *path) {
-  clear_env();
-  build_table();
-  use_static_table(path);
-  pthread_t threads[8];
-  struct worker workers[8];
-  for (int i = 0; i < 8; i++) {
-    workers[i] = (struct worker){.table_path = path, .index = i};
-    CHECK_INT(pthread_create(&threads[i], NULL, communicator, &workers[i]), 0);
-  }
-  int failures = 0;
-  for (int i = 0; i < 8; i++) {
-    pthread_join(threads[i], NULL);
-    failures += workers[i].failures;
-  }
-  CHECK_INT(failures, 0);
-  clear_env();
+static void test_threads(const char *path)
+{
+    clear_env();
+    build_table();
+    use_static_table(path);
+    pthread_t threads[8];
+    struct worker workers[8];
+    for (int i = 0; i < 8; i++) {
+        workers[i] = (struct worker){.table_path = path, .index = i};
+        CHECK_INT(pthread_create(&threads[i], NULL, communicator, &workers[i]), 0);
+    }
+    int failures = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(threads[i], NULL);
+        failures += workers[i].failures;
+    }
+    CHECK_INT(failures, 0);
+    clear_env();
 }
 
-int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s path/to/libnccl-tuner-netd.so\n", argv[0]);
-    return 2;
-  }
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-  if (lib == NULL) {
-    fprintf(stderr, "dlopen: %s\n", dlerror());
-    return 1;
-  }
-  char dir[] = "/tmp/netd-tuner-dlopen-XXXXXX";
-  if (mkdtemp(dir) == NULL) return 1;
-  char path[128];
-  snprintf(path, sizeof path, "%s/job.ndht", dir);
-  test_symbols(lib);
-  RUN(test_off);
-  test_static_all_versions(path);
-  printf("%-44s %s\n", "test_static_all_versions", check_failures ? "FAILED" : "ok");
-  RUN(test_daemon_modes);
-  test_threads(path);
-  printf("%-44s %s\n", "test_threads", check_failures ? "FAILED" : "ok");
-  unlink(path);
-  rmdir(dir);
-  dlclose(lib);
-  return CHECK_SUMMARY("test_dlopen");
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s path/to/libnccl-tuner-netd.so\n", argv[0]);
+        return 2;
+    }
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 1;
+    }
+    char dir[] = "/tmp/netd-tuner-dlopen-XXXXXX";
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    char path[128];
+    snprintf(path, sizeof path, "%s/job.ndht", dir);
+    test_symbols(lib);
+    RUN(test_off);
+    test_static_all_versions(path);
+    printf("%-44s %s\n", "test_static_all_versions", check_failures ? "FAILED" : "ok");
+    RUN(test_daemon_modes);
+    test_threads(path);
+    printf("%-44s %s\n", "test_threads", check_failures ? "FAILED" : "ok");
+    unlink(path);
+    rmdir(dir);
+    dlclose(lib);
+    return CHECK_SUMMARY("test_dlopen");
 }

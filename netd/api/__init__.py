@@ -1,1 +1,19 @@
-"""netd's HTTP service (FastAPI): /metrics, health, and the v1 JSON API."""
+"""The HTTP service: the FastAPI app of ``netd run`` (/metrics, health, the v1 JSON API, the
+scheduler extender), bearer-token auth, RFC 9457 problem documents, the listener both services
+use (``server``) and the client the commands use to reach a running daemon (``client``).
+Features mount their own ``routes.py`` routers.
+"""
+
+from netd import public_face
+
+__all__, __getattr__, __dir__ = public_face(
+    __name__,
+    {
+        "app": ("create_app",),
+        "auth": ("load_token", "token_guard"),
+        "client": ("daemon_get", "daemon_post", "daemon_url"),
+        "server": ("SWITCH_INTERVAL_S", "Server", "bind", "share_interpreter_lock"),
+        "service_view": ("ClusterSnapshot", "HostView", "ServiceView"),
+        "problems": ("PROBLEM_JSON", "Problem", "install_problem_handlers", "problem_response"),
+    },
+)

@@ -15,21 +15,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import Collector
 
 from netd import __version__
-from netd.api.anomalies import anomalies_router
-from netd.api.flows import flows_router
 from netd.api.problems import install_problem_handlers
+from netd.api.routes_anomalies import anomalies_router
+from netd.api.routes_flows import flows_router
 from netd.api.routes_scheduler import scheduler_router
 from netd.api.routes_topology import topology_router
 from netd.api.service_view import HostView, ServiceView
 from netd.api.views import port_document, status_document
-from netd.config_service import SchedulerConfig
-from netd.exporter import ExporterState, NetdCollector
+from netd.config.service import SchedulerConfig
+from netd.daemon.state import PublishedState
+from netd.exporter import NetdCollector
 
 __all__ = ["create_app"]
 
 
 def create_app(
-    state: Callable[[], ExporterState | None],
+    state: Callable[[], PublishedState | None],
     last_tick_age_s: Callable[[], float | None],
     interval_s: float,
     *,

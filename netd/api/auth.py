@@ -1,4 +1,4 @@
-"""Bearer-token authentication for mutating endpoints (DESIGN §9).
+"""Bearer-token authentication for mutating endpoints (docs/architecture.md, Safety rules).
 
 The token comes from ``api.token_file`` (first line, stripped) or ``NETD_API_TOKEN``; it is compared in
 constant time (``hmac.compare_digest``) and never logged or echoed. With no token configured, mutating

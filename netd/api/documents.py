@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from netd.congestion_state import ScopeScore
-from netd.topology_types import HostInterface, LldpNeighbor, PortPlacement, Topology
+from netd.congestion.scorer import ScopeScore
+from netd.model.topology import HostInterface, LldpNeighbor, PortPlacement, Topology
 
 __all__ = ["congestion_item", "page", "placement_doc", "topology_summary"]
 
@@ -94,7 +94,7 @@ def topology_summary(t: Topology) -> dict[str, Any]:
                 "ports": ports_of.get(s.name, 0),
             }
             for s in sorted(t.tors.values(), key=lambda s: s.name)
-        ],  # fmt: skip
+        ],
         "spines": [
             {"name": s.name, "tors": sorted(tors_of_spine.get(s.name, ())), "mgmt_address": s.mgmt_address}
             for s in sorted(t.spines.values(), key=lambda s: s.name)

@@ -1,8 +1,9 @@
 """The warning printed when the listener is reachable from the network with no API token configured.
 
-Reads stay open on whatever address the operator chose (DESIGN §9), and with no token the mutating
-endpoints refuse every request, so nothing is unsafe; but an operator who exposes the service should
-know that reads are unauthenticated and that mutations are off until a token is set.
+Reads stay open on whatever address the operator chose (docs/architecture.md, Safety rules), and
+with no token the mutating endpoints refuse every request, so nothing is unsafe; but an operator who
+exposes the service should know that reads are unauthenticated and that mutations are off until a
+token is set.
 """
 
 from __future__ import annotations

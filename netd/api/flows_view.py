@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
-from netd.model import Snapshot
-from netd.model_bpf import BpfSample, FlowRecord, TcpEndpoint
+from netd.model.bpf import BpfSample, FlowRecord, TcpEndpoint
+from netd.model.snapshot import Snapshot
 
 __all__ = ["SORTS", "flow_doc", "flows_document", "sort_flows"]
 

@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 
 from netd.api.extender_types import ExtenderArgs, ExtenderFilterResult, HostPriority, NodeList
 from netd.api.service_view import ServiceView
-from netd.config_service import SchedulerConfig
-from netd.congestion_state import CongestionReport
-from netd.scheduling import NodeIndex
+from netd.config.service import SchedulerConfig
+from netd.congestion.scheduling import NodeIndex
+from netd.congestion.scorer import CongestionReport
 
 __all__ = ["scheduler_router"]
 
@@ -58,8 +58,13 @@ def scheduler_router(view: ServiceView, cfg: SchedulerConfig | None = None) -> A
         passed, failed = index().filter(args.candidates())
         if failed:
             log.info("filter %s: removed %s", args.Pod.metadata.name, failed)
-        result: dict[str, Any] = {"Nodes": None, "NodeNames": None, "FailedNodes": {},
-                                  "FailedAndUnresolvableNodes": failed, "Error": ""}  # fmt: skip
+        result: dict[str, Any] = {
+            "Nodes": None,
+            "NodeNames": None,
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": failed,
+            "Error": "",
+        }
         if args.NodeNames is not None:
             result["NodeNames"] = passed
         elif args.Nodes is not None:

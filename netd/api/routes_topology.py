@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse
 from netd.api.documents import congestion_item, page, placement_doc, topology_summary
 from netd.api.schemas import CongestionPage, TopologyDoc
 from netd.api.service_view import ClusterSnapshot, ServiceView
-from netd.congestion_state import LEVELS, CongestionReport, ScopeScore
-from netd.topology_types import Topology
+from netd.congestion.scorer import LEVELS, CongestionReport, ScopeScore
+from netd.model.topology import Topology
 
 __all__ = ["topology_router"]
 
@@ -125,11 +125,13 @@ def topology_router(view: ServiceView) -> APIRouter:
         if t is None:
             raise HTTPException(503, "topology discovery is disabled ([topology] enabled = false)")
         ports = [
-            p for p in t.ports
-            if (host is None or p.host == host) and (rail is None or p.rail == rail)
+            p
+            for p in t.ports
+            if (host is None or p.host == host)
+            and (rail is None or p.rail == rail)
             and (tor is None or tor in (p.tor or "").split("+"))
             and (spine is None or spine in (p.spine or "").split("+"))
-        ]  # fmt: skip
+        ]
         items, meta = page(ports, offset, limit)
         # answered as built (the documents match the response model; validating them again per
         # request would double the cost of the route)
@@ -172,9 +174,10 @@ def topology_router(view: ServiceView) -> APIRouter:
         allowed = {s.name for s in _select(report, scope, filters)} if filters else None
         levels = set(LEVELS[LEVELS.index(min_level) :])
         chosen = [
-            s for s in ready.ordered(scope, sort)
+            s
+            for s in ready.ordered(scope, sort)
             if s.level in levels and s.smoothed >= min_score and (allowed is None or s.name in allowed)
-        ]  # fmt: skip
+        ]
         items, meta = page(chosen, offset, limit)
         doc = {
             **_envelope(snap),

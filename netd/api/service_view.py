@@ -2,7 +2,7 @@
 
 A :class:`ServiceView` hands out an immutable :class:`ClusterSnapshot` (topology + congestion report +
 where it came from). ``netd run`` serves :class:`HostView` (this host, from the daemon's published
-state); ``netd fabric`` serves the cluster view built from Prometheus (netd.fabric_view), or, with no
+state); ``netd fabric`` serves the cluster view built from Prometheus (netd.cluster.view), or, with no
 Prometheus configured, a HostView whose ``note`` says so.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from netd.congestion_state import CongestionReport
-from netd.exporter import ExporterState
-from netd.topology_types import Topology
+from netd.congestion.scorer import CongestionReport
+from netd.daemon.state import PublishedState
+from netd.model.topology import Topology
 
 __all__ = ["ClusterSnapshot", "HostView", "ServiceView"]
 
@@ -42,10 +42,10 @@ class ServiceView(Protocol):
 class HostView:
     """This host's view, from the daemon's latest published state (no copy: the values are frozen)."""
 
-    def __init__(self, state: Callable[[], ExporterState | None], note: str | None = None) -> None:
+    def __init__(self, state: Callable[[], PublishedState | None], note: str | None = None) -> None:
         self._state = state
         self.note = note
-        self._memo: tuple[ExporterState, ClusterSnapshot] | None = None
+        self._memo: tuple[PublishedState, ClusterSnapshot] | None = None
 
     def current(self) -> ClusterSnapshot | None:
         st = self._state()

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from netd.series import NetdevView, Observation, PortView
-from netd.signals import port_signals
+from netd.series.port_signals import port_signals
+from netd.series.tracker import NetdevView, Observation, PortView
 
 __all__ = ["port_document", "status_document"]
 

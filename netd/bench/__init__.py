@@ -7,6 +7,18 @@
 * :mod:`netd.bench.api` — the HTTP service under open-loop load from :mod:`netd.bench.load`
   processes.
 
-`netd bench nccl` lives with the plugin it measures (:mod:`netd.hints.bench`). Figures and how they
+`netd bench nccl` lives with the plugin it measures (:mod:`netd.nccl.bench`). Figures and how they
 were measured: docs/benchmarks.md.
 """
+
+from netd import public_face
+
+__all__, __getattr__, __dir__ = public_face(
+    __name__,
+    {
+        "collect": ("bench_collect", "build_bench_tree", "naive_tick"),
+        "api": ("SyntheticCluster", "bench_api", "register_bench"),
+        "bpf": ("TARGET_NS", "bench_bpf"),
+        "detect": ("bench_detect",),
+    },
+)

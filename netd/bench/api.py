@@ -30,13 +30,13 @@ import numpy as np
 import uvicorn
 
 from netd.api.app import create_app
+from netd.api.server import bind, share_interpreter_lock
 from netd.api.service_view import ClusterSnapshot
-from netd.config import load_config
-from netd.congestion import Components
-from netd.congestion_state import CongestionScorer, PortInput
-from netd.daemon import build_daemon
+from netd.commands.run import build_daemon
+from netd.config.settings import load_config
+from netd.congestion.score import Components
+from netd.congestion.scorer import CongestionScorer, ScoreInput
 from netd.errors import BenchError
-from netd.runner import bind, share_interpreter_lock
 
 __all__ = ["SyntheticCluster", "bench_api", "register_bench"]
 
@@ -64,8 +64,18 @@ class SyntheticCluster:
                     pause_fraction=rng.uniform(0, 0.05),
                     loss_per_packet=0.0,
                 )
-                inputs.append(PortInput(f"node-{n:03d}", f"mlx5_{r}", 1, comps, netdev=f"ens{r}np0",
-                                        tor=f"leaf-{n // 8}", spine="spine-a+spine-b", rail=r))  # fmt: skip
+                inputs.append(
+                    ScoreInput(
+                        f"node-{n:03d}",
+                        f"mlx5_{r}",
+                        1,
+                        comps,
+                        netdev=f"ens{r}np0",
+                        tor=f"leaf-{n // 8}",
+                        spine="spine-a+spine-b",
+                        rail=r,
+                    )
+                )
         now = time.time()
         report = self._scorer.update(inputs, now)
         self.snap = ClusterSnapshot("fabric", now, True, None, report, "synthetic cluster for netd bench api")
@@ -142,9 +152,11 @@ def bench_api(
             while not stop.wait(interval):
                 view.refresh()
 
-        threads = [threading.Thread(target=daemon.run, args=(stop,), daemon=True),
-                   threading.Thread(target=rescore, daemon=True),
-                   threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)]  # fmt: skip
+        threads = [
+            threading.Thread(target=daemon.run, args=(stop,), daemon=True),
+            threading.Thread(target=rescore, daemon=True),
+            threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True),
+        ]
         body = Path(tmp) / "prioritize.json"
         pod = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
         body.write_text(

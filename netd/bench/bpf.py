@@ -20,7 +20,7 @@ import platform
 from typing import Any
 
 from netd.bench.frames import FRAMES, PFC_FRAMES
-from netd.config import Config
+from netd.config.settings import Config
 from netd.errors import BenchError, SourceError
 from netd.sources.bpf import BpfSettings
 from netd.sources.bpf_layout import PROGRAMS

@@ -4,7 +4,7 @@ Builds a realistic tree — N dual-port NICs as mlx5 presents them (2N devices
 with one port each, the full PMA and hw_counters sets, an `ethtool -S` capture
 per netdev) — or uses an existing tree, then alternates, tick by tick:
 
-* the real sources (netd.collect.Collector: descriptors kept open, one pread per file), and
+* the real sources (netd.sources.collect.Sampler: descriptors kept open, one pread per file), and
 * a naive reader (listdir + open/read/close + parse per file, as most exporters do),
 
 over the same files, changing every counter between ticks (the writes are not
@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netd.collect import Collector
 from netd.emulated.fabric_host import rate_text
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
 from netd.errors import BenchError
-from netd.model import CounterGroup
+from netd.model.snapshot import CounterGroup
+from netd.sources.collect import Sampler
+from netd.sources.counter_specs import COUNTER_SETS, describe
 from netd.sources.ethtool import format_ethtool_text
-from netd.sources.vocabulary import COUNTER_SETS, describe
 
 __all__ = ["bench_collect", "build_bench_tree", "naive_tick"]
 
@@ -43,8 +43,15 @@ def build_bench_tree(root: Path, nics: int, seed: int = 1) -> tuple[SysfsTree, d
         for fn in range(2):
             dev = 2 * n + fn
             netdev = f"ens{n + 1}f{fn}np{fn}"
-            tree.add_device(DeviceSpec(name=f"mlx5_{dev}", driver="mlx5", netdev=netdev,
-                                       pci=f"0000:{0x41 + n:02x}:00.{fn}", rate=rate_text(400)))  # fmt: skip
+            tree.add_device(
+                DeviceSpec(
+                    name=f"mlx5_{dev}",
+                    driver="mlx5",
+                    netdev=netdev,
+                    pci=f"0000:{0x41 + n:02x}:00.{fn}",
+                    rate=rate_text(400),
+                )
+            )
             names[netdev] = mlx5_ethtool_names((3,))
     _churn(tree, root, names, random.Random(seed))
     return tree, names
@@ -111,7 +118,7 @@ def bench_collect(nics: int = 8, ticks: int = 200, sysfs_root: Path | None = Non
         tree, names = (None, {}) if sysfs_root else build_bench_tree(root, nics)
         if not (root / "class" / "infiniband").is_dir():
             raise BenchError(f"{root}/class/infiniband does not exist: not a sysfs-shaped tree")
-        collector = Collector(root, ethtool_backend="files" if (root / "ethtool").is_dir() else "ioctl")
+        collector = Sampler(root, ethtool_backend="files" if (root / "ethtool").is_dir() else "ioctl")
         rng = random.Random(2)
         real_cpu = naive_cpu = 0.0
         files = 0

@@ -2,8 +2,8 @@
 
 A fixed-seed suite: a fault trace (netd.emulated.traces: incasts, stuck receivers, and port-local
 faults from netd.emulated.faults) and a healthy busy trace, each replayed through the daemon's whole
-pipeline (netd.detect_replay) and scored per kind (netd.detect_eval). Optionally, a sweep of the PFC
-fast path's interval: storm latency against the fast path's CPU.
+pipeline (netd.bench.detect_replay) and scored per kind (netd.bench.detect_eval). Optionally, a
+sweep of the PFC fast path's interval: storm latency against the fast path's CPU.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from netd.config import Config
-from netd.detect.settings import DetectConfig
-from netd.detect_eval import score
-from netd.detect_replay import TraceRun, run_trace
+from netd.bench.detect_eval import score
+from netd.bench.detect_replay import TraceRun, run_trace
+from netd.config.detect import DetectConfig
+from netd.config.settings import Config
 from netd.emulated.traces import fault_trace, healthy_trace
 from netd.errors import BenchError
 
@@ -84,8 +84,13 @@ def bench_detect(
     host_hours = sum(r.hosts * r.trace.duration_s for r in runs) / 3600
     # Healthy-trace findings can match no label (hosts renumbered past the fault trace's): all false.
     healthy_findings = [dataclasses.replace(f, host=f.host + 10_000) for r in runs[1:] for f in r.findings]
-    rows = score(runs[0].trace.labels(), runs[0].findings + healthy_findings, host_hours=host_hours,
-                 end_s=runs[0].trace.duration_s, kinds=LABELLED_KINDS)  # fmt: skip
+    rows = score(
+        runs[0].trace.labels(),
+        runs[0].findings + healthy_findings,
+        host_hours=host_hours,
+        end_s=runs[0].trace.duration_s,
+        kinds=LABELLED_KINDS,
+    )
     out: dict[str, Any] = {
         "detectors": rows,
         "healthy": {

@@ -30,8 +30,14 @@ def _request(url: str, body: bytes | None) -> tuple[str, int, bytes]:
     return u.hostname or "127.0.0.1", u.port or 80, (head + "\r\n").encode() + (body or b"")
 
 
-async def _connection(host: str, port: int, request: bytes, todo: asyncio.Queue[float | None],
-                      latencies: list[float], errors: list[int]) -> None:  # fmt: skip
+async def _connection(
+    host: str,
+    port: int,
+    request: bytes,
+    todo: asyncio.Queue[float | None],
+    latencies: list[float],
+    errors: list[int],
+) -> None:
     reader, writer = await asyncio.open_connection(host, port)
     try:
         while (due := await todo.get()) is not None:
@@ -64,8 +70,10 @@ async def _run(
     todo: asyncio.Queue[float | None] = asyncio.Queue()
     latencies: list[float] = []
     errors = [0]
-    workers = [asyncio.create_task(_connection(host, port, request, todo, latencies, errors))
-               for _ in range(connections)]  # fmt: skip
+    workers = [
+        asyncio.create_task(_connection(host, port, request, todo, latencies, errors))
+        for _ in range(connections)
+    ]
     start = time.perf_counter()
     total = int(rate * seconds)
     for i in range(total):

@@ -1,7 +1,15 @@
-"""The CLI's own commands — `netd status`, `netd check`, `netd anomalies`, `netd flows`,
-`netd fabric` — and what they share: the client for a running daemon's API
-(:mod:`netd.commands.daemon_client`) and the terminal tables they print. `netd run` and the argument
-parser are :mod:`netd.cli` (the composition root); commands that belong to one feature live with it
-(`netd tune` in :mod:`netd.tuning`, `netd nccl-env` in :mod:`netd.hints`, `netd lab` in
-:mod:`netd.lab`).
+"""The ``netd`` commands of the core: ``run`` (the daemon's composition root), ``status``,
+``check``, ``anomalies``, ``flows``, and their terminal tables. Commands of a feature live in
+that feature's ``cli.py``; :mod:`netd.cli` lists them all.
 """
+
+from netd import public_face
+
+__all__, __getattr__, __dir__ = public_face(
+    __name__,
+    {
+        "run": ("FabricChoice", "banner", "build_daemon", "choose_fabric", "serve"),
+        "status": ("collect_locally", "fetch_from_daemon", "status_source"),
+        "check": ("CheckLine", "run_checks"),
+    },
+)

@@ -16,9 +16,9 @@ import sys
 import time
 from typing import Any
 
+from netd.api.client import daemon_get
 from netd.commands.anomalies_table import ChangeTracker, render_anomalies
-from netd.commands.daemon_client import daemon_get
-from netd.config import Config
+from netd.config.settings import Config
 from netd.errors import NetdError
 
 __all__ = ["fetch_anomalies", "register"]

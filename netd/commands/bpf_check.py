@@ -8,7 +8,7 @@ missing prerequisite or interface is a failure (exit 1); otherwise the lines are
 
 from __future__ import annotations
 
-from netd.config import Config
+from netd.config.settings import Config
 from netd.errors import SourceError
 from netd.sources.bpf_probes import Environment, plan_rdma, plan_tcp, probe_environment
 from netd.sources.bpf_tc import Interface, read_owner, resolve

@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from netd.collect import Collector
 from netd.commands.bpf_check import bpf_check
-from netd.config import Config
+from netd.config.settings import Config
+from netd.sources.collect import Sampler
 from netd.sources.verbs import VerbsSource
 
 __all__ = ["CheckLine", "run_checks"]
@@ -31,7 +31,7 @@ class CheckLine:
         return f"[{self.status:>6}] {self.what}: {self.detail}"
 
 
-def _rdma_lines(collector: Collector, cfg: Config) -> tuple[list[CheckLine], bool]:
+def _rdma_lines(collector: Sampler, cfg: Config) -> tuple[list[CheckLine], bool]:
     snap = collector.collect()
     failed = False
     lines: list[CheckLine] = []
@@ -88,7 +88,7 @@ def _environment_lines(cfg: Config) -> list[CheckLine]:
 def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[CheckLine], bool]:
     """All check lines and whether any configured source failed."""
     lines = [CheckLine("info", "fabric", fabric_reason)]
-    collector = Collector.from_config(cfg, sysfs_root)
+    collector = Sampler.from_config(cfg, sysfs_root)
     try:
         rdma, failed = _rdma_lines(collector, cfg)
     finally:

@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from netd.commands.daemon_client import daemon_get
-from netd.config import Config
+from netd.api.client import daemon_get
+from netd.config.settings import Config
 
 __all__ = ["fetch_flows", "register", "render_flows"]
 

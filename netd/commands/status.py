@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netd.api.client import daemon_get
 from netd.api.views import status_document
-from netd.collect import Collector
-from netd.commands.daemon_client import daemon_get
-from netd.config import Config
+from netd.config.settings import Config
 from netd.emulated.fabric_host import MARKER_FILE
 from netd.errors import DaemonUnreachable, NetdError
-from netd.series import SeriesTracker
+from netd.series.tracker import SeriesTracker
+from netd.sources.collect import Sampler
 from netd.sources.sysfs_io import list_dir
 
 __all__ = ["collect_locally", "fetch_from_daemon", "status_source"]
@@ -40,7 +40,7 @@ def fetch_from_daemon(listen: str, timeout_s: float = 2.0) -> dict[str, Any]:
 
 
 def collect_locally(cfg: Config, root: Path, interval_s: float) -> dict[str, Any]:
-    collector = Collector.from_config(cfg, root, emulated=(root.parent / MARKER_FILE).exists())
+    collector = Sampler.from_config(cfg, root, emulated=(root.parent / MARKER_FILE).exists())
     try:
         tracker = SeriesTracker()
         tracker.update(collector.collect())

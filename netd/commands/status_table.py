@@ -24,8 +24,20 @@ _RESET = "\x1b[0m"
 _YELLOW = "\x1b[33m"
 _RED = "\x1b[31;1m"
 
-COLUMNS = ("PORT", "NETDEV", "LINK", "RX Gb/s", "TX Gb/s", "ECN/s", "CNP tx/s", "CNP rx/s",
-           "PFC rx/s", "PAUSE %", "RETX/s", "ERR/s")  # fmt: skip
+COLUMNS = (
+    "PORT",
+    "NETDEV",
+    "LINK",
+    "RX Gb/s",
+    "TX Gb/s",
+    "ECN/s",
+    "CNP tx/s",
+    "CNP rx/s",
+    "PFC rx/s",
+    "PAUSE %",
+    "RETX/s",
+    "ERR/s",
+)
 
 
 def si(value: float | None) -> str:

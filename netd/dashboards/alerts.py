@@ -13,9 +13,9 @@ silent on such a fabric.
 from __future__ import annotations
 
 from netd.dashboards.alerts_netd import RATE_VALUE, detection_alerts, netd_alerts, tuner_alerts
+from netd.dashboards.promql import increase, lossless, on_netdev, on_port, rate
 from netd.dashboards.recording import port_record
 from netd.dashboards.rules import Alert, Group
-from netd.dashboards.signals import increase, lossless, on_netdev, on_port, rate
 
 __all__ = ["ALERT_GROUPS", "alert_groups", "alerts"]
 

@@ -6,8 +6,8 @@ anomaly findings, which link the table of finding kinds.
 
 from __future__ import annotations
 
+from netd.dashboards.promql import rate
 from netd.dashboards.rules import Alert
-from netd.dashboards.signals import rate
 
 __all__ = ["RATE_VALUE", "detection_alerts", "netd_alerts", "tuner_alerts"]
 

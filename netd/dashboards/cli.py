@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from netd.config import Config
+from netd.config.settings import Config
 from netd.dashboards import DEFAULT_JOB, DEFAULT_RUNBOOK, artifacts
 from netd.errors import NetdError
 

@@ -15,7 +15,7 @@ from netd.dashboards.fabric_queries import (
     pause_share,
 )
 from netd.dashboards.grafana import Dashboard, Panel, Row, Target, Variable
-from netd.dashboards.signals import RATE, lossless, on_netdev, on_port, port_loss_events, rate
+from netd.dashboards.promql import RATE, lossless, on_netdev, on_port, port_loss_events, rate
 
 __all__ = ["fabric_overview"]
 

@@ -16,7 +16,7 @@ from netd.dashboards.fabric_queries import (
 )
 from netd.dashboards.grafana import Link, Panel, Target
 from netd.dashboards.port_rows import FINDING_COLUMNS
-from netd.dashboards.signals import RATE, on_port, port_loss_events, rate
+from netd.dashboards.promql import RATE, on_port, port_loss_events, rate
 
 __all__ = ["findings", "top_ports"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from netd.dashboards.signals import on_netdev, on_port, rate
+from netd.dashboards.promql import on_netdev, on_port, rate
 
 __all__ = [
     "ALERTS_FIRING",
@@ -31,7 +31,7 @@ PORT_DETAIL = (
 IDENTITY = "instance, host, device, port, netdev, tor"
 PAUSE_STEPS = ((0.02, "yellow"), (0.1, "red"))
 ECN_STEPS = ((0.01, "yellow"), (0.05, "red"))
-# netd's congestion score enters busy / congested / severe at 0.25 / 0.5 / 0.8 (netd.congestion_state)
+# netd's congestion score enters busy / congested / severe at 0.25 / 0.5 / 0.8 (netd.congestion.scorer)
 SCORE_STEPS = ((0.25, "yellow"), (0.5, "orange"), (0.8, "red"))
 LEVEL_MAPPINGS = (
     ("0", "ok", "green"),

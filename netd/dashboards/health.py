@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from netd.dashboards.grafana import Dashboard, Panel, Row, Target, Variable
-from netd.dashboards.signals import RATE, rate
+from netd.dashboards.promql import RATE, rate
 
 __all__ = ["netd_health"]
 

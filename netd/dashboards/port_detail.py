@@ -15,7 +15,7 @@ from netd.dashboards.port_rows import (
     rate_targets,
     score_row,
 )
-from netd.dashboards.signals import RATE, increase, rate
+from netd.dashboards.promql import RATE, increase, rate
 
 __all__ = ["port_detail"]
 

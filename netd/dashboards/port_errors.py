@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from netd.dashboards.grafana import Panel, Row, Target
 from netd.dashboards.port_rows import NETDEV, PORT, PORT_LEGEND, PRIO, PRIO_LEGEND, rate_targets
-from netd.dashboards.signals import LOSS_COUNTERS, RATE, increase, lossless, rate
+from netd.dashboards.promql import LOSS_COUNTERS, RATE, increase, lossless, rate
 
 __all__ = ["loss_row", "state_row"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from netd.dashboards.fabric_queries import LEVEL_MAPPINGS, SCORE_STEPS
 from netd.dashboards.grafana import Panel, Row, Target
-from netd.dashboards.signals import RATE, rate
+from netd.dashboards.promql import RATE, rate
 
 __all__ = [
     "FINDING_COLUMNS",

@@ -5,7 +5,7 @@ Naming follows Prometheus's ``level:metric:operations`` convention. The port lev
 is a plain ``sum by``/``avg by``/``max by`` over it. All rules sit in one group because a group
 evaluates its rules in order: the level rules see this evaluation's port rules, never last minute's.
 
-To add a signal: one :class:`PortSignal` line (its PromQL lives in :mod:`netd.dashboards.signals`),
+To add a signal: one :class:`PortSignal` line (its PromQL lives in :mod:`netd.dashboards.promql`),
 then list it in ``SUMMED`` or give it its own level rule below.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from netd.dashboards.promql import LEVELS, on_netdev, on_port, port_loss_events, rate
 from netd.dashboards.rules import Group, Recording
-from netd.dashboards.signals import LEVELS, on_netdev, on_port, port_loss_events, rate
 
 __all__ = ["RECORDING_GROUPS", "WINDOW", "recording_rules"]
 

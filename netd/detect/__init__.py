@@ -1,7 +1,18 @@
 """Fabric anomaly detection: detectors as pure state machines over counter deltas, and their engine.
 
-Layering (DESIGN §2): this package imports only :mod:`netd.model`, the standard library and pydantic.
-The composition root turns observations into :class:`netd.detect.inputs.DetectInput` values
-(``netd.detect_feed``) and publishes the engine's :class:`netd.detect.findings.AnomalyState`.
-Kept empty on purpose: ``netd.config`` imports :mod:`netd.detect.settings`, which must stay cheap.
+``feed`` turns observations into :class:`DetectInput` values; one module per detector family;
+``engine`` runs them and keeps the findings; ``service`` is what the daemon runs each tick and
+on the PFC fast path. Thresholds are :mod:`netd.config.detect`.
 """
+
+from netd import public_face
+
+__all__, __getattr__, __dir__ = public_face(
+    __name__,
+    {
+        "engine": ("SUPPRESSES", "DetectionEngine", "default_detectors"),
+        "findings": ("AnomalyState", "Candidate", "Evidence", "Finding", "FindingEvent", "Scope", "Severity"),
+        "inputs": ("DetectInput", "InputPath", "LinkChange", "PortInput", "PriorityCounters", "port_key"),
+        "service": ("Detection", "PfcReader", "build_detection", "log_line", "wait_running_fast_path"),
+    },
+)

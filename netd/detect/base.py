@@ -12,9 +12,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, MutableMapping
 from typing import Any, Generic, Protocol, TypeVar
 
+from netd.config.detect import DetectConfig
 from netd.detect.findings import Candidate, Scope
 from netd.detect.inputs import DetectInput, InputPath, PortInput
-from netd.detect.settings import DetectConfig
 
 __all__ = ["Detector", "PerPortDetector", "judgeable", "port_scope", "prune", "ratio"]
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from netd.config.detect import LEVELS
 from netd.detect.base import PerPortDetector, port_scope, ratio
 from netd.detect.findings import Candidate, Severity
 from netd.detect.inputs import PortInput
-from netd.detect.settings import LEVELS
 
 __all__ = ["KIND_CONGESTION", "CongestionDetector", "level_of"]
 

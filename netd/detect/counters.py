@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from netd.config.detect import DetectConfig
 from netd.detect.base import judgeable, port_scope, prune
 from netd.detect.findings import Candidate, Scope, Severity
 from netd.detect.inputs import DetectInput, InputPath, PortInput
-from netd.detect.settings import DetectConfig
 
 __all__ = ["KIND_READ_ERROR", "KIND_SATURATED", "KIND_STALLED", "STALL_PAIRS", "CounterHealthDetector"]
 

@@ -26,6 +26,7 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from types import MappingProxyType
 
+from netd.config.detect import DetectConfig
 from netd.detect.base import Detector
 from netd.detect.baseline import KIND_BASELINE, BaselineDetector
 from netd.detect.congestion import KIND_CONGESTION, CongestionDetector
@@ -35,9 +36,8 @@ from netd.detect.inputs import DetectInput, InputPath
 from netd.detect.link import KIND_LINK_DOWN, KIND_LINK_FLAP, LinkDetector
 from netd.detect.loss import LossDetector
 from netd.detect.pfc import KIND_PAUSE_STORM, KIND_PFC_STORM, PfcStormDetector
-from netd.detect.settings import DetectConfig
 from netd.detect.spreading import KIND_SPREADING, SpreadingDetector
-from netd.model import frozen_map
+from netd.model.snapshot import frozen_map
 
 __all__ = ["SUPPRESSES", "DetectionEngine", "default_detectors"]
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from netd.model import frozen_map
+from netd.model.snapshot import frozen_map
 
 __all__ = ["AnomalyState", "Candidate", "Evidence", "Finding", "FindingEvent", "Scope", "Severity"]
 

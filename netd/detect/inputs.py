@@ -1,6 +1,6 @@
 """What detectors read: per-port counter *deltas* over one sample interval, never raw readings.
 
-The composition root builds these from observations (``netd.detect_feed``); tests build them by
+The composition root builds these from observations (``netd.detect.feed``); tests build them by
 hand. Two paths produce them:
 
 * ``TICK``: every daemon tick, all counters of every port, deltas since the previous tick.
@@ -17,7 +17,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from netd.model import frozen_map
+from netd.model.snapshot import PortIdentity, frozen_map
 
 __all__ = ["DetectInput", "InputPath", "LinkChange", "PortInput", "PriorityCounters", "port_key"]
 
@@ -55,7 +55,7 @@ class LinkChange:
 
 
 @dataclass(frozen=True, slots=True)
-class PortInput:
+class PortInput(PortIdentity):
     """One RDMA port (and its netdev) over one interval.
 
     ``counters``: netd vocabulary name (``cnp_sent``, ``out_of_sequence``, PMA error names such as
@@ -77,14 +77,6 @@ class PortInput:
     storm_error_events: float | None = None
     saturated: frozenset[str] = frozenset()
     read_errors: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.device, self.port)
-
-    @property
-    def up(self) -> bool:
-        return self.state == "ACTIVE"
 
     def counter(self, name: str) -> float | None:
         return self.counters.get(name)

@@ -20,10 +20,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from netd.config.detect import DetectConfig
 from netd.detect.base import judgeable, port_scope, prune
 from netd.detect.findings import Candidate, Severity
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput
-from netd.detect.settings import DetectConfig
 
 __all__ = ["KIND_LINK_DOWN", "KIND_LINK_FLAP", "KIND_SPEED", "LinkDetector"]
 

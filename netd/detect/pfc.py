@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from netd.config.detect import DetectConfig
 from netd.detect.base import judgeable, port_scope, prune, ratio
 from netd.detect.findings import Candidate, Severity
 from netd.detect.inputs import DetectInput, InputPath, PortInput, PriorityCounters
-from netd.detect.settings import DetectConfig
 
 __all__ = ["KIND_PAUSE_STORM", "KIND_PFC_STORM", "PfcStormDetector"]
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from netd.config.detect import DetectConfig
 from netd.detect.base import PerPortDetector, judgeable, port_scope, ratio
 from netd.detect.findings import Candidate, Severity
 from netd.detect.inputs import DetectInput, InputPath, PortInput, PriorityCounters
-from netd.detect.settings import DetectConfig
 
 __all__ = ["KIND_SPREADING", "SpreadingDetector"]
 

@@ -2,7 +2,7 @@
 
 The emulator has no firmware to ask, so it renders what mlx5 would show under
 ``<host>/kernel/debug/mlx5/<pci>/cc_params/`` (the emulated host root stands for ``/sys``, so this is
-``/sys/kernel/debug`` of that host), one file per knob of :mod:`netd.tuning.knobs`, starting at the
+``/sys/kernel/debug`` of that host), one file per knob of :mod:`netd.vocabulary.dcqcn_knobs`, starting at the
 firmware defaults. ``netd tune`` reads and writes it like a real one; the emulator reads the first
 device of its parameter host back before every slice, so an applied change (by ``netd tune --apply``
 or the daemon's tuner) changes the emulated fabric's dynamics: the emulated cluster runs every NIC
@@ -16,9 +16,9 @@ import logging
 import os
 from pathlib import Path
 
-from cc.params import DcqcnParams
-from netd.tuning.knobs import KNOBS
-from netd.tuning.trees import read_value
+from cc.model.params import DcqcnParams
+from netd.sources.cc_params import read_value
+from netd.vocabulary.dcqcn_knobs import KNOBS
 
 __all__ = ["cc_params_dir", "read_params", "render"]
 

@@ -26,9 +26,9 @@ from typing import Protocol
 
 import numpy as np
 
-from cc.fabric import Fabric, FabricConfig, PortDeltas
-from cc.params import DcqcnParams
-from cc.workload import PhaseSource
+from cc.model.params import DcqcnParams
+from cc.sim.fabric import Fabric, FabricConfig, PortDeltas
+from cc.sim.workload import PhaseSource
 from netd.emulated.cc_params import cc_params_dir, read_params
 from netd.emulated.cc_params import render as render_cc_params
 from netd.emulated.fabric_topology import render_topology
@@ -40,7 +40,6 @@ from netd.sources.ethtool import format_ethtool_text
 __all__ = [
     "MARKER_FILE",
     "EmulatedFabric",
-    "Emulator",
     "FabricHook",
     "default_state_dir",
     "host_name",
@@ -59,27 +58,6 @@ class FabricHook(Protocol):
     def on_deltas(self, deltas: PortDeltas, start_s: float, wall_s: float) -> PortDeltas: ...
 
     def on_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float) -> None: ...
-
-
-class Emulator(Protocol):
-    """What the daemon drives: an :class:`EmulatedFabric`, or one in a child process
-    (:class:`netd.emulated.child.EmulatorProcess`)."""
-
-    state_dir: Path
-    sim_ms_per_tick: float
-    elapsed_s: float
-
-    def host_root(self, host: int) -> Path: ...
-
-    def host_name(self, host: int) -> str: ...
-
-    def advance(
-        self, wall_s: float, sim_ms: float | None = None, render: Sequence[int] | None = None
-    ) -> object:
-        """Simulate a slice of fabric time and rewrite the trees (``render``: only these hosts')."""
-        ...
-
-    def close(self) -> None: ...
 
 
 def default_state_dir() -> Path:
@@ -125,10 +103,17 @@ class EmulatedFabric:
         self.ports_per_host = ports_per_host
         self._lock_fd = self._claim(state_dir)
         self.fabric = Fabric(
-            FabricConfig(tors=tors, hosts_per_tor=hosts_per_tor, ports_per_host=ports_per_host,
-                         link_gbps=link_gbps, seed=seed, lossless_priority=LOSSLESS_PRIORITY),
-            params=DcqcnParams(), workload=workload,
-        )  # fmt: skip
+            FabricConfig(
+                tors=tors,
+                hosts_per_tor=hosts_per_tor,
+                ports_per_host=ports_per_host,
+                link_gbps=link_gbps,
+                seed=seed,
+                lossless_priority=LOSSLESS_PRIORITY,
+            ),
+            params=DcqcnParams(),
+            workload=workload,
+        )
         # Called on every slice before rendering (netd.emulated.faults injects labelled faults); the
         # elapsed wall time of the emulation (the sum of ``wall_s``) is its clock.
         self.hook: FabricHook | None = None
@@ -145,16 +130,27 @@ class EmulatedFabric:
             for p in range(ports_per_host):
                 pci = f"0000:{0x41 + p // 2:02x}:00.{p % 2}"
                 tree.add_device(
-                    DeviceSpec(name=f"mlx5_{p}", driver="mlx5", netdev=self.netdev(p),
-                               pci=pci, rate=rate_text(link_gbps))
-                )  # fmt: skip
+                    DeviceSpec(
+                        name=f"mlx5_{p}",
+                        driver="mlx5",
+                        netdev=self.netdev(p),
+                        pci=pci,
+                        rate=rate_text(link_gbps),
+                    )
+                )
                 render_cc_params(self.host_root(h), pci, self.fabric.params)  # debugfs cc_params/
                 self._hw[(h, p)] = {}
                 self._eth[(h, p)] = dict.fromkeys(self._names, 0)
             self._trees.append(tree)
-            render_topology(self.host_root(h), h, tors=tors, hosts_per_tor=hosts_per_tor,
-                            ports_per_host=ports_per_host, host_name=self.host_name(h),
-                            netdevs=[self.netdev(p) for p in range(ports_per_host)])  # fmt: skip
+            render_topology(
+                self.host_root(h),
+                h,
+                tors=tors,
+                hosts_per_tor=hosts_per_tor,
+                ports_per_host=ports_per_host,
+                host_name=self.host_name(h),
+                netdevs=[self.netdev(p) for p in range(ports_per_host)],
+            )
         # The fabric runs with the DCQCN parameters in force on host 0's first device (netd tune and
         # the daemon's tuner write there): see netd.emulated.cc_params.
         self.params_dir = cc_params_dir(self.host_root(0), "0000:41:00.0")
@@ -196,8 +192,11 @@ class EmulatedFabric:
         self.last_phases = deltas.phases
         scale = wall_s * 1000.0 / sim_ms if sim_ms > 0 else 0.0
         counts = {f.name: getattr(deltas, f.name) for f in fields(deltas)}
-        scaled = {name: self._scaled(name, v, scale) for name, v in counts.items()
-                  if isinstance(v, np.ndarray) and v.dtype == np.int64}  # fmt: skip
+        scaled = {
+            name: self._scaled(name, v, scale)
+            for name, v in counts.items()
+            if isinstance(v, np.ndarray) and v.dtype == np.int64
+        }
         for h in range(self.n_hosts):
             for p in range(self.ports_per_host):
                 self._accumulate(h, p, {k: int(v[h, p]) for k, v in scaled.items()})
@@ -235,7 +234,7 @@ class EmulatedFabric:
             ("unicast_xmit_packets", "tx_packets"),
             ("unicast_rcv_packets", "rx_packets"),
         ):
-            add(hw, pma, d[key])  # fmt: skip
+            add(hw, pma, d[key])
         add(hw, "np_ecn_marked_roce_packets", d["ecn_marked_rx"])
         add(hw, "np_cnp_sent", d["cnp_sent"])
         add(hw, "rp_cnp_handled", d["cnp_handled"])
@@ -274,8 +273,10 @@ class EmulatedFabric:
     def _claim(state_dir: Path) -> int:
         state_dir.mkdir(parents=True, exist_ok=True)
         if any(state_dir.iterdir()) and not (state_dir / MARKER_FILE).exists():
-            raise NetdError(f"{state_dir} is not empty and was not made by netd's emulator; choose another "
-                            "emulator.state_dir")  # fmt: skip
+            raise NetdError(
+                f"{state_dir} is not empty and was not made by netd's emulator; choose another "
+                "emulator.state_dir"
+            )
         fd = os.open(state_dir / MARKER_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.emulated.faults import Fault, Label, SliceDeltas
-from netd.model import CounterGroup
-from netd.sources.vocabulary import describe
+from netd.model.snapshot import CounterGroup
+from netd.sources.counter_specs import describe
 
 __all__ = [
     "CnpShift",

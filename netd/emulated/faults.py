@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cc.fabric import PortDeltas
+from cc.sim.fabric import PortDeltas
 from netd.emulated.fabric_host import EmulatedFabric
 
 __all__ = ["Fault", "FaultLayer", "Label", "SliceDeltas"]

@@ -24,17 +24,40 @@ _HEAD = (
     "outbound_pci_stalled_rd_events outbound_pci_stalled_wr_events"
 ).split()
 
-_PRIO_TRAFFIC = ("rx_prio{p}_bytes", "rx_prio{p}_packets", "rx_prio{p}_discards", "tx_prio{p}_bytes",
-                 "tx_prio{p}_packets")  # fmt: skip
-_PRIO_PFC = ("rx_prio{p}_pause", "rx_prio{p}_pause_duration", "tx_prio{p}_pause", "tx_prio{p}_pause_duration",
-             "rx_prio{p}_pause_transition")  # fmt: skip
+_PRIO_TRAFFIC = (
+    "rx_prio{p}_bytes",
+    "rx_prio{p}_packets",
+    "rx_prio{p}_discards",
+    "tx_prio{p}_bytes",
+    "tx_prio{p}_packets",
+)
+_PRIO_PFC = (
+    "rx_prio{p}_pause",
+    "rx_prio{p}_pause_duration",
+    "tx_prio{p}_pause",
+    "tx_prio{p}_pause_duration",
+    "rx_prio{p}_pause_transition",
+)
 _STORM = ("tx_pause_storm_warning_events", "tx_pause_storm_error_events")
-_GLOBAL_PAUSE = ("rx_global_pause", "rx_global_pause_duration", "tx_global_pause", "tx_global_pause_duration",
-                 "rx_global_pause_transition")  # fmt: skip
+_GLOBAL_PAUSE = (
+    "rx_global_pause",
+    "rx_global_pause_duration",
+    "tx_global_pause",
+    "tx_global_pause_duration",
+    "rx_global_pause_transition",
+)
 _PRIO_BUFFER = ("rx_prio{p}_buf_discard", "rx_prio{p}_cong_discard", "rx_prio{p}_marked")
 # A taste of the per-ring software counters that make real captures long.
-_RING = ("rx{r}_packets", "rx{r}_bytes", "rx{r}_csum_complete", "tx{r}_packets", "tx{r}_bytes", "ch{r}_poll",
-         "ch{r}_arm", "ch{r}_events")  # fmt: skip
+_RING = (
+    "rx{r}_packets",
+    "rx{r}_bytes",
+    "rx{r}_csum_complete",
+    "tx{r}_packets",
+    "tx{r}_bytes",
+    "ch{r}_poll",
+    "ch{r}_arm",
+    "ch{r}_events",
+)
 
 
 def mlx5_ethtool_names(

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from netd.model import CounterGroup
-from netd.sources.vocabulary import COUNTER_SETS, CounterSet, default_counter_set
+from netd.model.snapshot import CounterGroup
+from netd.sources.counter_specs import COUNTER_SETS, CounterSet, default_counter_set
 
 __all__ = ["DeviceSpec", "SysfsTree"]
 
@@ -47,7 +47,7 @@ class DeviceSpec:
     """One RDMA device to create.
 
     ``counter_set``: ``"full"`` (the driver's newest set), a key of
-    :data:`~netd.sources.vocabulary.COUNTER_SETS`, ``"pma_only"`` /
+    :data:`~netd.sources.counter_specs.COUNTER_SETS`, ``"pma_only"`` /
     ``"hw_only"`` (the full set without ``hw_counters/`` or ``counters/``),
     or ``"none"``. ``gids``: populated GID slots (0..4; 0 leaves
     ``gid_attrs`` empty so the netdev must come from ``device/net`` or
@@ -140,9 +140,14 @@ class SysfsTree:
         guid = _guid(spec.name)
         _write_files(
             dev,
-            {"node_type": "1: CA", "node_guid": guid, "sys_image_guid": guid, "fw_ver": fw_ver,
-             "node_desc": f"{spec.name} netd-emulated"},
-        )  # fmt: skip
+            {
+                "node_type": "1: CA",
+                "node_guid": guid,
+                "sys_image_guid": guid,
+                "fw_ver": fw_ver,
+                "node_desc": f"{spec.name} netd-emulated",
+            },
+        )
         if hca_type is not None:
             _write_files(dev, {"hca_type": hca_type, "board_id": "MT_0000000838", "hw_rev": "0x0"})
         if module is None:  # rxe: no parent device; the netdev is named in `parent`
@@ -165,10 +170,19 @@ class SysfsTree:
         pdir = self.port_dir(spec.name, port)
         _write_files(
             pdir,
-            {"state": spec.state, "phys_state": spec.phys_state, "rate": spec.rate,
-             "link_layer": spec.link_layer, "lid": "0x0", "sm_lid": "0x0", "lid_mask_count": "0",
-             "sm_sl": "0", "cap_mask": "0x04010000", "pkeys/0": "0xffff"},
-        )  # fmt: skip
+            {
+                "state": spec.state,
+                "phys_state": spec.phys_state,
+                "rate": spec.rate,
+                "link_layer": spec.link_layer,
+                "lid": "0x0",
+                "sm_lid": "0x0",
+                "lid_mask_count": "0",
+                "sm_sl": "0",
+                "cap_mask": "0x04010000",
+                "pkeys/0": "0xffff",
+            },
+        )
         netdev = spec.netdev_of(port)
         populated = min(spec.gids, 4) if netdev else 0
         gids = _gids(spec.name, port)
@@ -195,10 +209,16 @@ class SysfsTree:
         speed = int(float(rate.split()[0]) * 1000) if rate[:1].isdigit() else -1  # Mb/s; -1: unknown
         _write_files(
             net,
-            {"operstate": "up", "carrier": "1", "speed": str(speed), "mtu": "4200",
-             "ifindex": str(zlib.crc32(netdev.encode()) % 10000 + 2), "dev_port": str(port - 1),
-             "address": _mac(netdev)},
-        )  # fmt: skip
+            {
+                "operstate": "up",
+                "carrier": "1",
+                "speed": str(speed),
+                "mtu": "4200",
+                "ifindex": str(zlib.crc32(netdev.encode()) % 10000 + 2),
+                "dev_port": str(port - 1),
+                "address": _mac(netdev),
+            },
+        )
         _symlink(self.root / "class" / "net" / netdev, net)
 
     # -- updating (in place) ----------------------------------------------------------------

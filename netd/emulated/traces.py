@@ -21,7 +21,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from cc.workload import GREEDY, Flow, Phase
+from cc.sim.workload import GREEDY, Flow, Phase
 from netd.emulated.fault_kinds import (
     CnpShift,
     CounterSaturation,

@@ -1,11 +1,13 @@
-"""Prometheus exposition: the pull-time collector and one module of metric families per subject.
-
-* :mod:`netd.exporter.collector` — :class:`ExporterState` (what the loop last published) and
-  :class:`NetdCollector` (builds every family afresh on each scrape);
-* :mod:`netd.exporter.ethtool`, :mod:`~netd.exporter.bpf`, :mod:`~netd.exporter.congestion`,
-  :mod:`~netd.exporter.anomalies` — the families of each subject, values in, metrics out.
+"""Prometheus exposition of the core: :class:`NetdCollector` builds every family at scrape time
+from the published state, one module of families per subject (ports, ethtool, eBPF, congestion,
+anomalies). Features export their own families from their ``metrics.py``.
 """
 
-from netd.exporter.collector import ExporterState, NetdCollector
+from netd import public_face
 
-__all__ = ["ExporterState", "NetdCollector"]
+__all__, __getattr__, __dir__ = public_face(
+    __name__,
+    {
+        "collector": ("NetdCollector",),
+    },
+)

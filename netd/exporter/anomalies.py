@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from netd.config.detect import DetectConfig
 from netd.detect.engine import default_detectors
 from netd.detect.findings import AnomalyState, Severity
-from netd.detect.settings import DetectConfig
 
 __all__ = ["KINDS", "anomaly_families"]
 

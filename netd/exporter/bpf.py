@@ -1,7 +1,7 @@
 """Prometheus families for the eBPF probes (``netd_bpf_*``), from the tick's :class:`BpfSample`.
 
 Aggregates only: direction, DSCP, ECN codepoint, priority, netdev, kind. Flows, QPs and addresses
-never become labels (DESIGN §4); they are served by GET /v1/flows. Counters are totals since the
+never become labels (docs/metrics.md); they are served by GET /v1/flows. Counters are totals since the
 probes were loaded (a daemon restart resets them, which Prometheus handles as a counter reset).
 A probe that is not attached exports nothing but its state.
 """
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from netd.model_bpf import BpfSample
+from netd.model.bpf import BpfSample
 
 __all__ = ["bpf_families"]
 

@@ -6,46 +6,32 @@ state is kept between scrapes, and a scrape never touches a source.
 
 Counters are exported from the series layer's monotonic *totals*, not the raw
 readings, so 32-bit wraps and driver resets never look like a counter reset to
-Prometheus. Missing counters are omitted, never exported as 0 (DESIGN §4).
+Prometheus. Missing counters are omitted, never exported as 0 (docs/metrics.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from netd import __version__
-from netd.congestion_state import CongestionReport
-from netd.detect.findings import AnomalyState
+from netd.daemon.state import PublishedState
 from netd.exporter.anomalies import anomaly_families
 from netd.exporter.bpf import bpf_families
 from netd.exporter.congestion import congestion_families, topology_labels
 from netd.exporter.ethtool import ethtool_families
-from netd.metric_names import PMA_ERROR_KINDS, RDMA_COUNTERS
-from netd.model import CounterGroup
-from netd.series import Observation, PortView
-from netd.topology_types import Topology
+from netd.model.snapshot import CounterGroup
+from netd.model.topology import Topology
+from netd.series.tracker import Observation, PortView
+from netd.vocabulary.metric_names import PMA_ERROR_KINDS, RDMA_COUNTERS
 
-__all__ = ["ExporterState", "NetdCollector"]
-
-
-@dataclass(frozen=True)
-class ExporterState:
-    """What the loop publishes for the exporter: the observation plus cumulative self-counters."""
-
-    observation: Observation
-    source_errors: dict[str, int] = field(default_factory=dict)  # source -> failures since start
-    ticks: int = 0
-    topology: Topology | None = None  # host port -> ToR -> spine, rails (netd.topology)
-    congestion: CongestionReport | None = None  # per port/ToR/spine scores (netd.congestion_state)
-    anomalies: AnomalyState | None = None  # anomaly findings (netd.detection)
+__all__ = ["NetdCollector"]
 
 
 class NetdCollector(Collector):
-    def __init__(self, state: Callable[[], ExporterState | None]) -> None:
+    def __init__(self, state: Callable[[], PublishedState | None]) -> None:
         self._state = state
 
     def collect(self) -> Iterator[Metric]:
@@ -160,7 +146,7 @@ def _rdma_counter_families(views: tuple[PortView, ...]) -> Iterator[Metric]:
     yield from families.values()
 
 
-def _self_families(st: ExporterState) -> Iterator[Metric]:
+def _self_families(st: PublishedState) -> Iterator[Metric]:
     snap = st.observation.snapshot
     tick = GaugeMetricFamily("netd_tick_duration_seconds", "Wall time the last tick took to collect.")
     tick.add_metric([], snap.tick_duration_s)

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from netd.congestion_state import LEVELS, CongestionReport
-from netd.topology_types import Topology
+from netd.congestion.scorer import LEVELS, CongestionReport
+from netd.model.topology import Topology
 
 __all__ = ["congestion_families", "topology_labels"]
 

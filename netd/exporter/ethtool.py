@@ -1,6 +1,6 @@
 """Prometheus families for the netdev (ethtool) side: PFC, pause, discards, link.
 
-Priority and direction are labels (DESIGN §4), unlike node_exporter's ethtool
+Priority and direction are labels (docs/metrics.md), unlike node_exporter's ethtool
 collector, which puts them in the metric name. Only the netdevs of RDMA ports
 are exported, from the series layer's monotonic totals.
 """
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from netd.series import Observation
-from netd.sources.ethtool_names import parse_signals
+from netd.series.tracker import Observation
+from netd.vocabulary.ethtool_names import parse_signals
 
 __all__ = ["ethtool_families"]
 
@@ -89,5 +89,17 @@ def ethtool_families(obs: Observation) -> Iterator[Metric]:
         for kind, maybe in (("crc", s.rx_crc_errors_phy), ("symbol", s.rx_symbol_err_phy)):
             if maybe is not None:
                 phy_errors.add_metric([netdev, kind], maybe)
-    yield from (frames, duration, transitions, prio_bytes, prio_packets, prio_discards, gframes, gduration,
-                storms, discards, link_down, phy_errors)  # fmt: skip
+    yield from (
+        frames,
+        duration,
+        transitions,
+        prio_bytes,
+        prio_packets,
+        prio_discards,
+        gframes,
+        gduration,
+        storms,
+        discards,
+        link_down,
+        phy_errors,
+    )

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netd.config import Config
+from netd.config.settings import Config
 from netd.errors import LabError
 from netd.lab.control import LabClient
 from netd.lab.layout import LabLayout
@@ -40,8 +40,8 @@ class NetdProbe:
     and optionally the eBPF probes on the host's veth) and series tracker."""
 
     def __init__(self, state_dir: Path, host: int, netns: str | None = None) -> None:
-        from netd.collect import Collector
-        from netd.config_bpf import BpfConfig
+        from netd.config.bpf import BpfConfig
+        from netd.sources.collect import Sampler
 
         bpf = (
             BpfConfig(
@@ -57,10 +57,10 @@ class NetdProbe:
             else BpfConfig()
         )
         cfg = Config(sysfs_root=state_dir / f"host{host}", fabric="hardware", bpf=bpf)
-        self.collector = Collector.from_config(cfg, cfg.sysfs_root, host=f"lab-h{host}")
+        self.collector = Sampler.from_config(cfg, cfg.sysfs_root, host=f"lab-h{host}")
         self.probes = False
         if netns:
-            from netd.bpf_wiring import start_bpf
+            from netd.daemon.bpf import start_bpf
 
             self.collector.bpf = start_bpf(cfg)
             sample = self.collector.bpf.read() if self.collector.bpf else None

@@ -1,4 +1,4 @@
-"""The lab's DCQCN reaction points: ``cc.dcqcn.rp_step`` over every flow of a run, in one vector.
+"""The lab's DCQCN reaction points: ``cc.model.dcqcn.rp_step`` over every flow of a run, in one vector.
 
 The host agents (C) send and receive; this controller is the rate-control half of the NIC. Each step
 it reads, per flow, the CNPs the agent received and the bytes it sent since the last step, advances
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from cc.dcqcn import RpState, rp_step
-from cc.params import DcqcnParams
+from cc.model.dcqcn import RpState, rp_step
+from cc.model.params import DcqcnParams
 from netd.lab.shm import LAB_MAX_FLOWS, HostShm
 
 __all__ = ["DcqcnController", "FlowSlot"]

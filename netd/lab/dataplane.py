@@ -18,6 +18,7 @@ from typing import Any
 from netd.errors import LabError, SourceError
 from netd.lab.layout import IFINDEX_BASE, MAX_PORTS, LabLayout, Port
 from netd.sources.bpf_btf import load_btf
+from netd.sources.bpf_tc import add_bpf_filter, ensure_clsact
 
 __all__ = [
     "FILTER_PRIO",
@@ -185,25 +186,13 @@ class Dataplane:
 
 def _clsact(ipr: Any, ifindex: int) -> None:
     try:
-        ipr.tc("add", "clsact", ifindex)
+        ensure_clsact(ipr, ifindex)  # already there when netd's own probes added it
     except Exception as exc:
-        if getattr(exc, "code", None) != 17:  # EEXIST: someone (netd's probes) added it already
-            raise LabError(f"adding clsact to ifindex {ifindex}: {exc}") from exc
+        raise LabError(f"adding clsact to ifindex {ifindex}: {exc}") from exc
 
 
 def _filter(ipr: Any, ifindex: int, fn: Any, parent: str) -> None:
     try:
-        ipr.tc(
-            "add-filter",
-            "bpf",
-            ifindex,
-            ":1",
-            fd=fn.fd,
-            name=fn.name,
-            parent=parent,
-            classid=1,
-            direct_action=True,
-            prio=FILTER_PRIO,
-        )
+        add_bpf_filter(ipr, ifindex, fn.fd, fn.name, parent, FILTER_PRIO)
     except Exception as exc:
         raise LabError(f"attaching {fn.name.decode()} to ifindex {ifindex} ({parent}): {exc}") from exc

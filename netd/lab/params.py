@@ -1,4 +1,4 @@
-"""The lab's DCQCN operating point, as a :class:`cc.params.DcqcnParams` (valid mlx5 knob values).
+"""The lab's DCQCN operating point, as a :class:`cc.model.params.DcqcnParams` (valid mlx5 knob values).
 
 The mlx5 defaults and the SIGCOMM'15 profile are tuned for 40-200 Gb/s links with microsecond RTTs.
 The lab's links run at 100 Mb/s, its packets are 2 KB (0.17 ms on the wire) and its feedback loop
@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cc.params import DcqcnParams
+from cc.model.params import DcqcnParams
 from netd.errors import LabError
 
 __all__ = ["LAB_BASE_MBPS", "lab_params", "parse_overrides"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cc.params import DcqcnParams
+from cc.model.params import DcqcnParams
 from netd.errors import LabError
 from netd.lab.control import LabClient
 from netd.lab.controller import DcqcnController, FlowSlot

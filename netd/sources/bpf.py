@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from netd.model_bpf import PROBES, BpfSample, ProbeState
+from netd.model.bpf import PROBES, BpfSample, ProbeState
 
 __all__ = ["PFC_SLOTS", "BpfSettings", "BpfSource", "FakeBpfSource", "UnavailableBpfSource"]
 

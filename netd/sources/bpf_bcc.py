@@ -17,7 +17,7 @@ from typing import Any
 from pyroute2.netlink.exceptions import NetlinkError
 
 from netd.errors import SourceError
-from netd.model_bpf import BpfSample, MapFill, ProbeState, ProgramStats
+from netd.model.bpf import BpfSample, MapFill, ProbeState, ProgramStats
 from netd.sources.bpf import PFC_SLOTS, BpfSettings
 from netd.sources.bpf_clock import JiffiesClock
 from netd.sources.bpf_layout import (

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from netd.model_bpf import FlowRecord, PfcCounts, RoceClassCount, TcpEndpoint
+from netd.model.bpf import FlowRecord, PfcCounts, RoceClassCount, TcpEndpoint
 from netd.sources.bpf_layout import (
     DIRECTIONS,
     FLOW_COUNTERS,

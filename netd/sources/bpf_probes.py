@@ -146,8 +146,13 @@ def plan_tcp(env: Environment, wanted: str = "auto") -> TcpPlans:
         fmt = env.tracepoint_format(*TCP_TRACEPOINT)
         if fmt is not None:
             has_err = int("field:int err;" in fmt)
-            out.append(TcpPlan("tracepoint", "tracepoint tcp:tcp_retransmit_skb",
-                               ("-DNETD_TCP_ATTACH=1", f"-DNETD_TCP_TP_HAS_ERR={has_err}")))  # fmt: skip
+            out.append(
+                TcpPlan(
+                    "tracepoint",
+                    "tracepoint tcp:tcp_retransmit_skb",
+                    ("-DNETD_TCP_ATTACH=1", f"-DNETD_TCP_TP_HAS_ERR={has_err}"),
+                )
+            )
         elif env.tracefs is None:
             why.append("tracepoint: tracefs is not mounted (mount -t tracefs tracefs /sys/kernel/tracing)")
         else:
@@ -176,8 +181,13 @@ def plan_tcp(env: Environment, wanted: str = "auto") -> TcpPlans:
         elif isinstance(btf_flags, str):
             why.append(f"fexit: {btf_flags}")
         else:
-            out.append(TcpPlan("fexit", f"fexit {TCP_FEXIT_FUNC} (struct sock offsets from BTF)",
-                               ("-DNETD_TCP_ATTACH=2", *btf_flags)))  # fmt: skip
+            out.append(
+                TcpPlan(
+                    "fexit",
+                    f"fexit {TCP_FEXIT_FUNC} (struct sock offsets from BTF)",
+                    ("-DNETD_TCP_ATTACH=2", *btf_flags),
+                )
+            )
     return TcpPlans(tuple(out), tuple(why))
 
 

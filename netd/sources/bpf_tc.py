@@ -30,7 +30,17 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from netd.errors import SourceError
 
-__all__ = ["Attachment", "Interface", "TcAttacher", "owner_alive", "read_owner", "resolve"]
+__all__ = [
+    "PARENTS",
+    "Attachment",
+    "Interface",
+    "TcAttacher",
+    "add_bpf_filter",
+    "ensure_clsact",
+    "owner_alive",
+    "read_owner",
+    "resolve",
+]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +112,35 @@ def _netd_filters(ipr: IPRoute, ifindex: int, hook: str) -> list[tuple[int, int,
         if f.get_attr("TCA_KIND") == "bpf" and name and name.startswith(NAME_PREFIX):
             out.append((f["info"] >> 16, f["handle"], name))
     return out
+
+
+def ensure_clsact(ipr: Any, ifindex: int) -> bool:
+    """Add the clsact qdisc unless one is there; True when this call added it (so it may remove it)."""
+    try:
+        ipr.tc("add", "clsact", ifindex)
+    except NetlinkError as exc:
+        if exc.code != EEXIST:
+            raise
+        return False
+    return True
+
+
+def add_bpf_filter(
+    ipr: Any, ifindex: int, prog_fd: int, name: str | bytes, parent: int | str, prio: int
+) -> None:
+    """Attach a loaded tc program as a direct-action cls_bpf filter (raises NetlinkError)."""
+    ipr.tc(
+        "add-filter",
+        "bpf",
+        ifindex,
+        ":1",
+        fd=prog_fd,
+        name=name,
+        parent=parent,
+        classid=1,
+        direct_action=True,
+        prio=prio,
+    )
 
 
 def _remove_clsact_if_unused(ipr: IPRoute, ifindex: int) -> None:
@@ -198,13 +237,10 @@ class TcAttacher:
             raise SourceError("bpf", f"unknown tc hook {hook!r} (ingress or egress)")
         with _route(iface.netns) as ipr:
             ifindex = _ifindex(ipr, iface)
-            created = False
             try:
-                ipr.tc("add", "clsact", ifindex)
-                created = True
+                created = ensure_clsact(ipr, ifindex)
             except NetlinkError as exc:
-                if exc.code != EEXIST:
-                    raise SourceError("bpf", f"cannot add a clsact qdisc on {iface}: {exc}") from exc
+                raise SourceError("bpf", f"cannot add a clsact qdisc on {iface}: {exc}") from exc
             for old_prio, handle, old in _netd_filters(ipr, ifindex, hook):
                 if old_prio != prio and old != name:  # another netd program, e.g. pfc beside roce
                     continue
@@ -212,18 +248,7 @@ class TcAttacher:
                 self.replaced.append(f"{hook} on {iface}: {old}")
                 log.warning("replaced a stale netd filter %s (%s on %s)", old, hook, iface)
             try:
-                ipr.tc(
-                    "add-filter",
-                    "bpf",
-                    ifindex,
-                    ":1",
-                    fd=prog_fd,
-                    name=name,
-                    parent=PARENTS[hook],
-                    classid=1,
-                    direct_action=True,
-                    prio=prio,
-                )
+                add_bpf_filter(ipr, ifindex, prog_fd, name, PARENTS[hook], prio)
             except NetlinkError as exc:
                 raise SourceError("bpf", f"cannot attach {name} to {hook} of {iface}: {exc}") from exc
         att = Attachment(iface, ifindex, hook, name, prio, created)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from netd.errors import EthtoolError, SourceError
-from netd.model import EthtoolSample
+from netd.model.snapshot import EthtoolSample
 from netd.sources.ethtool_read import (
     ETH_GSTRING_LEN,
     StatsRead,

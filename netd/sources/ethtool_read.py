@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from netd.model import frozen_map
+from netd.model.snapshot import frozen_map
 
 __all__ = ["ETH_GSTRING_LEN", "IFNAMSIZ", "StatsRead", "StatsReader", "invalid_netdev_name", "ordered_stats"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netd.errors import SourceError
-from netd.model import frozen_map
+from netd.model.snapshot import frozen_map
 from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats
 from netd.sources.sysfs_io import ABSENT_ERRNOS
 

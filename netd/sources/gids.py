@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from netd.model.topology import Gid
 from netd.sources.sysfs_io import list_dir, read_text
-from netd.topology_types import Gid
 
 __all__ = ["ZERO_GID", "read_gids"]
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from netd.errors import SourceError
-from netd.topology_types import LldpNeighbor
+from netd.model.topology import LldpNeighbor
 
 __all__ = ["ETH_P_LLDP", "LldpFrameListener", "parse_lldp_frame"]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from netd.errors import SourceError
-from netd.topology_types import LldpNeighbor
+from netd.model.topology import LldpNeighbor
 
 __all__ = ["LldpcliSource", "parse_lldpcli_json", "read_lldp_file"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from netd.errors import SourceError
-from netd.topology_types import HostInterface
+from netd.model.topology import HostInterface
 
 __all__ = ["NetlinkLinks", "interfaces_from_messages"]
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netd.errors import SourceError
-from netd.model import Counter, CounterGroup, Overflow, PortSample, frozen_map
-from netd.sources import vocabulary
+from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
+from netd.sources import counter_specs
+from netd.sources.counter_specs import CounterSpec
 from netd.sources.sysfs_io import PreadCache, list_dir, read_text, stat_identity
-from netd.sources.vocabulary import CounterSpec
 
 __all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state"]
 
@@ -187,7 +187,7 @@ class RdmaSysfs:
         port_names = sorted((p for p in list_dir(dev_dir / "ports", _SOURCE) if p.isdigit()), key=int)
         listings = {p: _list_counters(dev_dir, p, single_port=len(port_names) == 1) for p in port_names}
         first_hw = listings[port_names[0]][1][1] if port_names else []
-        driver = vocabulary.detect_driver(name, dev_dir, set(first_hw))
+        driver = counter_specs.detect_driver(name, dev_dir, set(first_hw))
         ports = tuple(self._scan_port(dev_dir, int(p), driver, *listings[p]) for p in port_names)
         return _Layout(identity, now, driver, ports)
 
@@ -200,18 +200,27 @@ class RdmaSysfs:
         hw: tuple[Path, list[str]],
     ) -> _Port:
         port_dir = dev_dir / "ports" / str(port)
-        pma_ext = not vocabulary.PMA_EXT_ONLY.isdisjoint(pma[1])
+        pma_ext = not counter_specs.PMA_EXT_ONLY.isdisjoint(pma[1])
         files: dict[str, _File] = {}
         for group, (directory, names) in ((CounterGroup.PMA, pma), (CounterGroup.HW, hw)):
             for raw in names:
                 # PortSample.counters: a name in both groups keeps the PMA reading under its
                 # plain name; the other stays reachable as "hw_counters/<name>".
                 key = raw if raw not in files else f"{group.value}/{raw}"
-                spec = vocabulary.describe(driver, group, raw, pma_ext=pma_ext)
+                spec = counter_specs.describe(driver, group, raw, pma_ext=pma_ext)
                 files[key] = _File(
-                    str(directory / raw), key, f"{group.value}/{raw}", raw, group, spec,
-                    spec.name, spec.width, spec.overflow, spec.scale, spec.raw_max,
-                )  # fmt: skip
+                    str(directory / raw),
+                    key,
+                    f"{group.value}/{raw}",
+                    raw,
+                    group,
+                    spec,
+                    spec.name,
+                    spec.width,
+                    spec.overflow,
+                    spec.scale,
+                    spec.raw_max,
+                )
         return _Port(
             port=port,
             attrs=f"{port_dir}/",

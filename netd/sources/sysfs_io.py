@@ -1,6 +1,6 @@
 """Reading sysfs-shaped files: one errno policy, and descriptors kept open.
 
-The errno policy (DESIGN §2) lives here and nowhere else:
+The errno policy (docs/architecture.md, Safety rules) lives here and nowhere else:
 
 * ENOENT, ENODEV, ENXIO, EACCES, EPERM, EINVAL, EOPNOTSUPP, EIO-free "not
   there" cases mean *absent*: the reader returns ``None``.

@@ -25,8 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from netd.errors import SourceError
-from netd.model import frozen_map
-from netd.topology_types import StaticFabric, StaticPort, Switch
+from netd.model.snapshot import frozen_map
+from netd.model.topology import StaticFabric, StaticPort, Switch
 
 __all__ = ["parse_topology_file", "read_topology_file"]
 

@@ -26,11 +26,27 @@ log = logging.getLogger(__name__)
 # enum ibv_port_state, with the names the kernel's sysfs `state` file prints.
 _STATES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
 # Physical port states as sysfs `phys_state` prints them (IBA PortInfo PortPhysicalState).
-_PHYS_STATES = {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining", 5: "LinkUp",
-                6: "LinkErrorRecovery", 7: "Phy Test"}  # fmt: skip
+_PHYS_STATES = {
+    1: "Sleep",
+    2: "Polling",
+    3: "Disabled",
+    4: "PortConfigurationTraining",
+    5: "LinkUp",
+    6: "LinkErrorRecovery",
+    7: "Phy Test",
+}
 # ibv_port_attr.active_speed -> (name, Gb/s per lane) as sysfs `rate` computes it (FDR 14, EDR 25).
-_SPEEDS = {1: ("SDR", 2.5), 2: ("DDR", 5.0), 4: ("QDR", 10.0), 8: ("FDR10", 10.0), 16: ("FDR", 14.0),
-           32: ("EDR", 25.0), 64: ("HDR", 50.0), 128: ("NDR", 100.0), 256: ("XDR", 200.0)}  # fmt: skip
+_SPEEDS = {
+    1: ("SDR", 2.5),
+    2: ("DDR", 5.0),
+    4: ("QDR", 10.0),
+    8: ("FDR10", 10.0),
+    16: ("FDR", 14.0),
+    32: ("EDR", 25.0),
+    64: ("HDR", 50.0),
+    128: ("NDR", 100.0),
+    256: ("XDR", 200.0),
+}
 # ibv_port_attr.active_width -> lanes.
 _WIDTHS = {1: 1, 2: 4, 4: 8, 8: 12, 16: 2}
 _LINK_LAYERS = {1: "InfiniBand", 2: "Ethernet"}  # 0 = unspecified: old IB-only drivers

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from netd.errors import TuningError
+from netd.sources.cc_params import ParamTree, read_value, write_value
 from netd.tuning.journal import Journal, Write
-from netd.tuning.knobs import by_name
-from netd.tuning.trees import ParamTree, read_value, write_value
+from netd.vocabulary.dcqcn_knobs import by_name
 
 __all__ = ["Applier", "Outcome"]
 

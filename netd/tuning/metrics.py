@@ -1,7 +1,7 @@
 """Prometheus families of the tuner (docs/metrics.md, docs/tuning.md).
 
 ``netd_dcqcn_param{device,name}``: each DCQCN parameter in force as last read from the device (in the
-device's units; see the vocabulary in netd.tuning.knobs). ``netd_tuner_actions_total{action}``: the
+device's units; see the vocabulary in netd.vocabulary.dcqcn_knobs). ``netd_tuner_actions_total{action}``: the
 tuner's decisions (hold, change, rollback) and the applier's results (applied, apply_failed,
 rolled_back, crash_recovered) since start. Built at scrape time from the service's last reads: a
 scrape never touches a device.

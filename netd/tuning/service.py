@@ -21,17 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cc.params import DcqcnParams
-from cc.recommendation import Recommendation
-from cc.space import SafetyBounds
-from cc.tuner import Tuner
-from netd.config import Config
+from cc.model.params import DcqcnParams
+from cc.tune.recommendation import Recommendation
+from cc.tune.space import SafetyBounds
+from cc.tune.tuner import Tuner
+from netd.config.settings import Config
+from netd.daemon.state import PublishedState
 from netd.errors import ConfigError, TuningError
-from netd.exporter import ExporterState
+from netd.sources.cc_params import discover
 from netd.tuning.applier import Applier, Outcome
 from netd.tuning.journal import Journal
-from netd.tuning.signals import SignalWindow, host_signals
-from netd.tuning.trees import discover
+from netd.tuning.observe import SignalWindow, host_signals
 
 __all__ = ["ACTIONS", "TuningService", "params_in_force", "safety_bounds"]
 
@@ -67,7 +67,7 @@ class TuningService:
         self,
         cfg: Config,
         sysfs_root: Path,
-        state: Callable[[], ExporterState | None],
+        state: Callable[[], PublishedState | None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cfg = cfg

@@ -11,11 +11,11 @@ from fastapi import APIRouter
 from prometheus_client.registry import Collector
 
 from netd.api.auth import load_token
-from netd.config import Config
+from netd.config.settings import Config
+from netd.daemon.state import PublishedState
 from netd.errors import NetdError
-from netd.exporter import ExporterState
-from netd.tuning.api import tuning_router
 from netd.tuning.metrics import TuningCollector
+from netd.tuning.routes import tuning_router
 from netd.tuning.service import TuningService
 
 __all__ = ["TuningParts", "start_tuning"]
@@ -35,7 +35,7 @@ class TuningParts:
             self.service.close()
 
 
-def start_tuning(cfg: Config, sysfs_root: Path, state: Callable[[], ExporterState | None]) -> TuningParts:
+def start_tuning(cfg: Config, sysfs_root: Path, state: Callable[[], PublishedState | None]) -> TuningParts:
     """The running service, its /v1/tuning router and its metrics; without them (and a banner line
     saying why) when tuning is off or cannot start — the daemon itself keeps running."""
     if cfg.tuning.mode == "off":

@@ -13,10 +13,11 @@ import netd.commands.anomalies as cmd
 from netd.api.app import create_app
 from netd.cli import main
 from netd.commands.anomalies_table import ChangeTracker, render_anomalies
+from netd.daemon.state import PublishedState
 from netd.detect.engine import DetectionEngine
-from netd.exporter import ExporterState, NetdCollector
-from netd.model import Snapshot
-from netd.series import SeriesTracker
+from netd.exporter import NetdCollector
+from netd.model.snapshot import Snapshot
+from netd.series.tracker import SeriesTracker
 from tests.detect.helpers import HOST, busy, cfg, pfc, port, prio, stormed, tick
 
 
@@ -35,7 +36,7 @@ def anomalies_state():
 @pytest.fixture
 def client() -> TestClient:
     obs = SeriesTracker().update(Snapshot(timestamp=1e9, monotonic=1.0, host=HOST))
-    state = ExporterState(observation=obs, anomalies=anomalies_state())
+    state = PublishedState(observation=obs, anomalies=anomalies_state())
     return TestClient(create_app(lambda: state, lambda: 0.1, 1.0))
 
 
@@ -86,7 +87,7 @@ def test_one_by_id_and_errors(client: TestClient) -> None:
 def test_not_ready_and_disabled() -> None:
     assert TestClient(create_app(lambda: None, lambda: None, 1.0)).get("/v1/anomalies").status_code == 503
     obs = SeriesTracker().update(Snapshot(timestamp=1e9, monotonic=1.0, host=HOST))
-    off = TestClient(create_app(lambda: ExporterState(observation=obs), lambda: 0.1, 1.0)).get(
+    off = TestClient(create_app(lambda: PublishedState(observation=obs), lambda: 0.1, 1.0)).get(
         "/v1/anomalies"
     )
     assert off.status_code == 503 and "[detect] enabled = false" in off.json()["detail"]
@@ -96,7 +97,7 @@ def test_metrics() -> None:
     obs = SeriesTracker().update(Snapshot(timestamp=1e9, monotonic=1.0, host=HOST))
     a = dataclasses.replace(anomalies_state(), fast_interval_s=0.1, fast_samples=9, fast_cpu_seconds=0.25)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(NetdCollector(lambda: ExporterState(observation=obs, anomalies=a)))
+    registry.register(NetdCollector(lambda: PublishedState(observation=obs, anomalies=a)))
     text = generate_latest(registry).decode()
     assert (
         'netd_anomaly_active{device="mlx5_0",kind="pfc_storm",netdev="mlx5_0_net",port="1",priority="3",'

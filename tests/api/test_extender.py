@@ -11,11 +11,11 @@ import pytest
 
 from netd.api.app import create_app
 from netd.api.service_view import ClusterSnapshot
-from netd.config import load_config
-from netd.config_service import SchedulerConfig
-from netd.congestion import Components
-from netd.congestion_state import CongestionScorer, Levels, PortInput
-from netd.daemon import build_daemon
+from netd.commands.run import build_daemon
+from netd.config.service import SchedulerConfig
+from netd.config.settings import load_config
+from netd.congestion.score import Components
+from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
 from tests.api.conftest import serving, write_host_topology
 
 PROBLEM = "application/problem+json"
@@ -85,7 +85,7 @@ def pod(group: str | None = None) -> dict:
 class StubView:
     """A cluster view built by the real scorer from chosen port inputs (as netd fabric would)."""
 
-    def __init__(self, inputs: list[PortInput], peers: Mapping[str, int] | None = None) -> None:
+    def __init__(self, inputs: list[ScoreInput], peers: Mapping[str, int] | None = None) -> None:
         self.report = CongestionScorer(levels=Levels(alpha=1.0)).update(inputs, 100.0)
         self._peers = peers
         self.asked: list[tuple[str, str]] = []
@@ -98,9 +98,9 @@ class StubView:
         return self._peers
 
 
-def _ports(host: str, tor: str, ce: float = 0.0, up: bool = True, pause: float = 0.0) -> list[PortInput]:
+def _ports(host: str, tor: str, ce: float = 0.0, up: bool = True, pause: float = 0.0) -> list[ScoreInput]:
     return [
-        PortInput(
+        ScoreInput(
             host,
             f"mlx5_{i}",
             1,
@@ -123,7 +123,7 @@ def cluster(peers: Mapping[str, int] | None = None) -> StubView:
         + _ports("gpu-04", "leaf-2", ce=0.04)
         + _ports("gpu-05", "leaf-3", pause=0.97)
     )
-    inputs.append(PortInput("gpu-06", "mlx5_0", 1, Components(), up=False, netdev="ens0np0", tor="leaf-3"))
+    inputs.append(ScoreInput("gpu-06", "mlx5_0", 1, Components(), up=False, netdev="ens0np0", tor="leaf-3"))
     return StubView(inputs, peers)
 
 

@@ -15,9 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
 from netd.api.app import create_app
-from netd.config import load_config
-from netd.daemon import build_daemon
+from netd.commands.run import build_daemon
+from netd.config.settings import load_config
 from tests.api.conftest import serving
+
+pytestmark = pytest.mark.slow  # generates hundreds of requests
 
 # Held to every check; routes other features add to the same app are held here to "never a server
 # error" (their own suites check their conformance).

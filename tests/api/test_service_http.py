@@ -17,9 +17,11 @@ from fastapi import Depends
 from netd.api.app import create_app
 from netd.api.auth import token_guard
 from netd.api.exposure import exposure_warning, is_loopback
-from netd.config import load_config
-from netd.daemon import build_daemon
+from netd.commands.run import build_daemon
+from netd.config.settings import load_config
 from tests.api.conftest import serving, write_host_topology
+
+pytestmark = pytest.mark.slow  # serves over real sockets
 
 PROBLEM = "application/problem+json"
 

@@ -6,10 +6,13 @@ import json
 import subprocess
 import sys
 
+import pytest
 from fastapi import FastAPI
 
 from netd.bench.api import SyntheticCluster
 from tests.api.conftest import serving
+
+pytestmark = pytest.mark.slow  # runs load-generator processes
 
 
 def test_synthetic_cluster_rescores_to_a_new_snapshot():
@@ -31,10 +34,25 @@ def test_load_generator_measures_every_request(free_port, tmp_path):
     (tmp_path / "body.json").write_text(json.dumps({"x": 1}))
     with serving(app, free_port) as base:
         out = subprocess.run(
-            [sys.executable, "-m", "netd.bench.load", f"{base}/echo", "--rate", "50", "--seconds", "1",
-             "--body", str(tmp_path / "body.json"), "--connections", "2"],
-            capture_output=True, text=True, timeout=60, check=True,
-        ).stdout  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "netd.bench.load",
+                f"{base}/echo",
+                "--rate",
+                "50",
+                "--seconds",
+                "1",
+                "--body",
+                str(tmp_path / "body.json"),
+                "--connections",
+                "2",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
     doc = json.loads(out)
     assert doc["sent"] == 50 and doc["errors"] == 0 and len(doc["latencies_ms"]) == 50
     assert all(v > 0 for v in doc["latencies_ms"]) and doc["elapsed_s"] >= 0.98

@@ -18,8 +18,15 @@ from scapy.layers.inet import IP, TCP, UDP  # noqa: E402
 from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import Dot1Q, Ether  # noqa: E402
 
-OPCODES = {"rc_write_only_ect0": 0x0A, "rc_write_only_ce": 0x0A, "rc_send_only_vlan": 0x04,
-           "rc_send_only_ipv6": 0x04, "cnp": 0x81, "rc_ack": 0x11, "rc_nak_psn_seq": 0x11}  # fmt: skip
+OPCODES = {
+    "rc_write_only_ect0": 0x0A,
+    "rc_write_only_ce": 0x0A,
+    "rc_send_only_vlan": 0x04,
+    "rc_send_only_ipv6": 0x04,
+    "cnp": 0x81,
+    "rc_ack": 0x11,
+    "rc_nak_psn_seq": 0x11,
+}
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES))

@@ -3,10 +3,12 @@ short hand-written trace with one fault of each port-level kind, and the scorer'
 
 from __future__ import annotations
 
-from cc.workload import Flow
-from netd.config import load_config
-from netd.detect_eval import Observed, score
-from netd.detect_replay import run_trace
+import pytest
+
+from cc.sim.workload import Flow
+from netd.bench.detect_eval import Observed, score
+from netd.bench.detect_replay import run_trace
+from netd.config.settings import load_config
 from netd.emulated.fault_kinds import (
     CounterSaturation,
     CounterStall,
@@ -17,6 +19,8 @@ from netd.emulated.fault_kinds import (
 )
 from netd.emulated.faults import Label
 from netd.emulated.traces import ScheduledWorkload, Trace
+
+pytestmark = pytest.mark.slow  # replays labelled traces
 
 N = 8
 

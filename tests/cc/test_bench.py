@@ -7,11 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from cc import bench
-from cc.network import SimConfig
-from cc.scenarios import SUITE, Scenario, suite
-from cc.topology import single_bottleneck
-from cc.traffic import WEB_SEARCH, incast, poisson_flows
+from cc.bench import SUITE, suite
+from cc.bench import benchmark as bench
+from cc.sim import WEB_SEARCH, Scenario, SimConfig, incast, poisson_flows, single_bottleneck
 
 
 def tiny() -> Scenario:
@@ -85,6 +83,7 @@ def test_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--seeds takes integers, got 'x'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_scenario_is_judged_on_the_means_over_its_seeds() -> None:
     report = bench.seeded_report("alltoall", [1, 2], measure_us=1_000.0)
     runs = report["seeds"]

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cc.dcqcn import NpState, RpState, np_step, red_mark_probability, rp_step
-from cc.params import RANGES, DcqcnParams
+from cc.model import RANGES, DcqcnParams, NpState, RpState, np_step, red_mark_probability, rp_step
 
 LINE = 200_000.0
 # No alpha period and no increase timer fits in a 1 µs step, and nothing is sent: a step is the CNP alone.

@@ -7,14 +7,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cc.batch import ParamBatch
-from cc.dcqcn import RpState, rp_step
-from cc.engine import Engine
-from cc.metrics import run_metrics
-from cc.network import SimConfig
-from cc.params import DcqcnParams
-from cc.topology import leaf_spine, rail_optimised, single_bottleneck
-from cc.traffic import FlowSpec, incast, long_flows
+from cc.model import DcqcnParams, ParamBatch, RpState, rp_step
+from cc.sim import (
+    Engine,
+    FlowSpec,
+    SimConfig,
+    incast,
+    leaf_spine,
+    long_flows,
+    rail_optimised,
+    run_metrics,
+    single_bottleneck,
+)
 
 NO_ECN = dataclasses.replace(DcqcnParams(), pmax=0.0)
 

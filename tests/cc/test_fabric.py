@@ -8,9 +8,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cc.fabric import MTU_BYTES, Fabric, FabricConfig, PortDeltas
-from cc.params import DcqcnParams
-from cc.workload import PHASE_NAMES, FixedWorkload, Flow, Phase, Workload
+from cc.model import DcqcnParams
+from cc.sim import (
+    MTU_BYTES,
+    PHASE_NAMES,
+    Fabric,
+    FabricConfig,
+    FixedWorkload,
+    Flow,
+    Phase,
+    PortDeltas,
+    Workload,
+)
 
 CFG = FabricConfig()
 INCAST_7 = tuple(Flow((h, 0), (0, 0)) for h in range(1, 8))  # 3 senders on the receiver's ToR, 4 across

@@ -11,12 +11,8 @@ import dataclasses
 
 import pytest
 
-from cc.engine import Engine
-from cc.metrics import RunMetrics, run_metrics
-from cc.network import SimConfig
-from cc.params import DcqcnParams
-from cc.topology import single_bottleneck
-from cc.traffic import FlowSpec, long_flows
+from cc.model import DcqcnParams
+from cc.sim import Engine, FlowSpec, RunMetrics, SimConfig, long_flows, run_metrics, single_bottleneck
 
 PAPER = DcqcnParams.paper()
 AT_40G = SimConfig(dt_us=1.0, ecn_reference_gbps=40.0)

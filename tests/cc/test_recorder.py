@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cc.network import Network, SimConfig
-from cc.recorder import PENDING_STEPS, QUEUE_EDGES, Recorder, queue_bins
-from cc.topology import single_bottleneck
+from cc.sim import SimConfig, single_bottleneck
+from cc.sim.network import Network
+from cc.sim.recorder import PENDING_STEPS, QUEUE_EDGES, Recorder, queue_bins
 
 
 def reference_bins(q: np.ndarray) -> np.ndarray:

@@ -14,11 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cc.params import DcqcnParams
-from cc.signals import HostSignals
-from cc.space import KNOBS, SafetyBounds, knob
-from cc.tuner import Tuner, TunerPolicy
-from cc.twins import TwinResult
+from cc.model import DcqcnParams, HostSignals
+from cc.tune import KNOBS, SafetyBounds, Tuner, TunerPolicy, TwinResult
+from cc.tune.space import knob
 
 BUSY = HostSignals(
     interval_s=1.0,

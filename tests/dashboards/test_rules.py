@@ -51,6 +51,7 @@ def test_promtool_check_rules_accepts_both_rule_files(promtool):
     assert f"SUCCESS: {len(alerts())} rules found" in r.stdout
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_pass(promtool):
     assert len(TESTS) >= 2
     r = subprocess.run(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from netd.config.detect import DetectConfig
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
-from netd.detect.settings import DetectConfig
-from netd.model import frozen_map
+from netd.model.snapshot import frozen_map
 
 HOST = "h1"
 LINE_PPS = 200e9 / 8 / 4096  # packets/s of a 200G port at 4 KiB MTU

@@ -9,9 +9,17 @@ from __future__ import annotations
 import dataclasses
 
 from netd.detect.engine import DetectionEngine
-from netd.detect_feed import DetectFeed
-from netd.model import Counter, CounterGroup, EthtoolSample, Overflow, PortSample, Snapshot, frozen_map
-from netd.series import SeriesTracker
+from netd.detect.feed import DetectFeed
+from netd.model.snapshot import (
+    Counter,
+    CounterGroup,
+    EthtoolSample,
+    Overflow,
+    PortSample,
+    Snapshot,
+    frozen_map,
+)
+from netd.series.tracker import SeriesTracker
 from tests.detect.helpers import HOST, busy, cfg, port, prio, tick
 
 LINE_PPS = 200e9 / 8 / 4096

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from netd.emulated.fabric_host import EmulatedFabric
-from netd.tuning.knobs import KNOBS
-from netd.tuning.trees import discover
+from netd.sources.cc_params import discover
+from netd.vocabulary.dcqcn_knobs import KNOBS
 
 
 @pytest.fixture

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from netd.collect import Collector
 from netd.emulated.fabric_host import EmulatedFabric, rate_text
 from netd.errors import NetdError
-from netd.series import SeriesTracker
+from netd.series.tracker import SeriesTracker
+from netd.sources.collect import Sampler
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def fabric(tmp_path: Path):
 
 
 def _observe(fabric: EmulatedFabric, host: int, ticks: int):
-    collector = Collector(fabric.host_root(host), emulated=True)
+    collector = Sampler(fabric.host_root(host), emulated=True)
     tracker = SeriesTracker()
     try:
         observations = []
@@ -40,7 +40,7 @@ def _fields(snap):
 
 def test_every_host_has_an_mlx5_tree_that_the_real_sources_read(fabric: EmulatedFabric):
     for host in range(fabric.n_hosts):
-        collector = Collector(fabric.host_root(host), emulated=True)
+        collector = Sampler(fabric.host_root(host), emulated=True)
         snap = collector.collect()
         collector.close()
         assert [(p.device, p.port, p.netdev, p.driver) for p in snap.ports] == [

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from cc.workload import FixedWorkload, Flow
+from cc.sim.workload import FixedWorkload, Flow
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.emulated.fault_kinds import (
     CnpShift,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
-from netd.model import CounterGroup
-from netd.sources.vocabulary import COUNTER_SETS
+from netd.model.snapshot import CounterGroup
+from netd.sources.counter_specs import COUNTER_SETS
 
 
 @pytest.fixture
@@ -49,10 +49,18 @@ def test_mlx5_layout(tree: SysfsTree) -> None:
     net = root / "class" / "net" / "ens1f0np0"
     assert {p.name for p in net.iterdir()} >= {"operstate", "carrier", "speed", "mtu", "ifindex"}
     port = ib / "ports" / "1"
-    expected = {"state": "4: ACTIVE\n", "phys_state": "5: LinkUp\n", "rate": "200 Gb/sec (2X NDR)\n",
-                "link_layer": "Ethernet\n", "lid": "0x0\n", "sm_lid": "0x0\n", "pkeys/0": "0xffff\n",
-                "hw_counters/lifespan": "10\n", "gid_attrs/types/1": "RoCE v2\n",
-                "gid_attrs/ndevs/3": "ens1f0np0\n"}  # fmt: skip
+    expected = {
+        "state": "4: ACTIVE\n",
+        "phys_state": "5: LinkUp\n",
+        "rate": "200 Gb/sec (2X NDR)\n",
+        "link_layer": "Ethernet\n",
+        "lid": "0x0\n",
+        "sm_lid": "0x0\n",
+        "pkeys/0": "0xffff\n",
+        "hw_counters/lifespan": "10\n",
+        "gid_attrs/types/1": "RoCE v2\n",
+        "gid_attrs/ndevs/3": "ens1f0np0\n",
+    }
     assert {rel: _text(port / rel) for rel in expected} == expected
     assert sorted(os.listdir(port / "counters")) == sorted(COUNTER_SETS["mlx5"].pma)
     assert sorted(os.listdir(port / "hw_counters")) == sorted([*COUNTER_SETS["mlx5"].hw, "lifespan"])
@@ -76,10 +84,15 @@ def test_gid_table(tree: SysfsTree) -> None:
 
 @pytest.mark.parametrize(
     ("counter_set", "hw_level", "pma", "port_hw", "dev_hw"),
-    [("full", "port", 21, 32, None), ("pma_only", "port", 21, None, None),
-     ("hw_only", "port", None, 32, None), ("none", "port", None, None, None),
-     ("full", "device", 21, None, 32), ("mlx5_legacy_pma", "port", 17, 32, None)],
-)  # fmt: skip
+    [
+        ("full", "port", 21, 32, None),
+        ("pma_only", "port", 21, None, None),
+        ("hw_only", "port", None, 32, None),
+        ("none", "port", None, None, None),
+        ("full", "device", 21, None, 32),
+        ("mlx5_legacy_pma", "port", 17, 32, None),
+    ],
+)
 def test_counter_set_variants(
     tree: SysfsTree, counter_set: str, hw_level: str, pma: int | None, port_hw: int | None, dev_hw: int | None
 ) -> None:

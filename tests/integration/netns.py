@@ -97,12 +97,25 @@ while True:
 def lldpd(netns: str, interface: str, socket_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """lldpd in the foreground (-d) inside ``netns`` with its own control socket; stopped on exit."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _REAPER, "ip", "netns", "exec", netns, "lldpd", "-d", "-u", str(socket_path),
-         "-I", interface],
+        [
+            sys.executable,
+            "-c",
+            _REAPER,
+            "ip",
+            "netns",
+            "exec",
+            netns,
+            "lldpd",
+            "-d",
+            "-u",
+            str(socket_path),
+            "-I",
+            interface,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         wait_for(lambda: socket_path.exists() or proc.poll() is not None, what=f"lldpd socket {socket_path}")
         if proc.poll() is not None:

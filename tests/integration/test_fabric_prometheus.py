@@ -19,10 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from netd.config_service import ClusterConfig
-from netd.congestion_state import CongestionScorer
-from netd.fabric_view import FabricView
+from netd.cluster.view import FabricView
+from netd.config.service import ClusterConfig
+from netd.congestion.scorer import CongestionScorer
 from tests.integration.netns import wait_for
+
+pytestmark = pytest.mark.slow  # starts Prometheus and netd processes
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 KSM = """# TYPE kube_pod_info gauge

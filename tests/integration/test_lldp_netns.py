@@ -9,18 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from netd.config_service import TopologyConfig
-from netd.model import PortSample
+from netd.config.service import TopologyConfig
+from netd.model.snapshot import PortSample
 from netd.sources.lldpcli import LldpcliSource
-from netd.topology_service import TopologyService
+from netd.topology.service import TopologyService
 from tests.integration.netns import lldpd, lldpd_socket_dir, need_root_tools, two_namespaces, wait_for
 
 pytestmark = pytest.mark.root
 
 
 def _configure_switch(sock: Path, name: str) -> None:
-    for args in (["configure", "system", "hostname", name], ["configure", "lldp", "portidsubtype", "ifname"],
-                 ["configure", "lldp", "tx-interval", "1"], ["update"]):  # fmt: skip
+    for args in (
+        ["configure", "system", "hostname", name],
+        ["configure", "lldp", "portidsubtype", "ifname"],
+        ["configure", "lldp", "tx-interval", "1"],
+        ["update"],
+    ):
         subprocess.run(["lldpcli", "-u", str(sock), *args], check=True, capture_output=True)
 
 

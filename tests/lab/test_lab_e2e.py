@@ -231,8 +231,17 @@ def netd_on_lab(lab: tuple[Path, LabState], tmp_path: Path) -> Iterator[dict[str
                 "NETD_NCCL_SOCKET": str(tmp_path / f"nccl{h}.sock"),
             }
             tree = str(lab_dir(root, state.name) / f"host{h}")
-            argv = ["run", "--sysfs-root", tree, "--fabric", "hardware", "--interval", "0.5",
-                    "--listen", f"127.0.0.1:{port}"]  # fmt: skip
+            argv = [
+                "run",
+                "--sysfs-root",
+                tree,
+                "--fabric",
+                "hardware",
+                "--interval",
+                "0.5",
+                "--listen",
+                f"127.0.0.1:{port}",
+            ]
             procs.append(_netd(argv, host_env))
             urls[f"h{h}"] = f"http://127.0.0.1:{port}"
         prom = _free_port()
@@ -241,18 +250,41 @@ def netd_on_lab(lab: tuple[Path, LabState], tmp_path: Path) -> Iterator[dict[str
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
             f"scrape_configs:\n  - job_name: netd\n    static_configs: [{{targets: [{targets}]}}]\n"
         )
-        procs.append(subprocess.Popen(
-            ["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom}",
-             "--log.level=warn"],
-            text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        ))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [
+                    "prometheus",
+                    f"--config.file={tmp_path / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{prom}",
+                    "--log.level=warn",
+                ],
+                text=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
         urls["prometheus"] = f"http://127.0.0.1:{prom}"
         fabric = _free_port()
-        fabric_env = env | {"NETD_CLUSTER_WINDOW": "4s", "NETD_CLUSTER_REFRESH_INTERVAL": "1",
-                            "NETD_NCCL_SOCKET": str(tmp_path / "nccl-fabric.sock")}  # fmt: skip
-        procs.append(_netd(["fabric", "--prometheus", urls["prometheus"], "--listen", f"127.0.0.1:{fabric}",
-                            "--sysfs-root", str(tmp_path)], fabric_env))  # fmt: skip
+        fabric_env = env | {
+            "NETD_CLUSTER_WINDOW": "4s",
+            "NETD_CLUSTER_REFRESH_INTERVAL": "1",
+            "NETD_NCCL_SOCKET": str(tmp_path / "nccl-fabric.sock"),
+        }
+        procs.append(
+            _netd(
+                [
+                    "fabric",
+                    "--prometheus",
+                    urls["prometheus"],
+                    "--listen",
+                    f"127.0.0.1:{fabric}",
+                    "--sysfs-root",
+                    str(tmp_path),
+                ],
+                fabric_env,
+            )
+        )
         urls["fabric"] = f"http://127.0.0.1:{fabric}"
 
         def scraped() -> bool:
@@ -275,8 +307,13 @@ def netd_on_lab(lab: tuple[Path, LabState], tmp_path: Path) -> Iterator[dict[str
 
 
 def _netd(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "netd", *args], env=env, text=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "netd", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _in_background(root: Path, name: str, scenario: Any) -> tuple[threading.Thread, list[Any]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cc.params import DcqcnParams
+from cc.model.params import DcqcnParams
 from netd.errors import LabError
 from netd.lab.layout import LabLayout
 from netd.lab.params import lab_params, parse_overrides

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netd.collect import Collector
-from netd.config import Config
+from netd.config.settings import Config
 from netd.lab.controller import DcqcnController
 from netd.lab.params import lab_params
 from netd.lab.publish import DEVICE, NETDEV, HostPublisher
 from netd.lab.shm import LAB_SHM_MAGIC, LAB_SHM_VERSION, HostShm
+from netd.sources.collect import Sampler
 
 
 def _agent(path: Path) -> HostShm:
@@ -25,7 +25,7 @@ def _agent(path: Path) -> HostShm:
 def test_published_counters_read_back_through_netd(tmp_path: Path) -> None:
     shm = _agent(tmp_path / "host0.shm")
     pub = HostPublisher(tmp_path / "host0", tmp_path / "host0.shm", link_mbps=100.0)
-    collector = Collector.from_config(Config(sysfs_root=tmp_path / "host0"), tmp_path / "host0")
+    collector = Sampler.from_config(Config(sysfs_root=tmp_path / "host0"), tmp_path / "host0")
     try:
         c = shm.s.c
         c.rx_bytes, c.rx_pkts, c.ecn_marked_rx, c.cnp_sent, c.cnp_handled = 4_000_000, 2000, 123, 45, 6

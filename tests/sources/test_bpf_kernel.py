@@ -28,7 +28,7 @@ from scapy.layers.inet6 import IPv6  # noqa: E402
 from scapy.layers.l2 import Dot1Q, Ether  # noqa: E402
 from scapy.packet import Packet, Raw  # noqa: E402
 
-from netd.model_bpf import BpfSample, FlowRecord  # noqa: E402
+from netd.model.bpf import BpfSample, FlowRecord  # noqa: E402
 from netd.sources.bpf import BpfSettings  # noqa: E402
 from netd.sources.bpf_bcc import BccBpfSource  # noqa: E402
 from tests.bpf_netns import VethPair  # noqa: E402

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
-from netd.sources.ethtool_names import PFC_DIRECTIONS, PRIORITIES, EthtoolSignals, parse_signals
+from netd.vocabulary.ethtool_names import PFC_DIRECTIONS, PRIORITIES, EthtoolSignals, parse_signals
 
 
 def mlx5_names(

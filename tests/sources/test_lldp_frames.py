@@ -42,7 +42,12 @@ def test_a_switch_frame_becomes_a_neighbour():
     n = parse_lldp_frame(_frame(), "ens1f0np0")
     assert n is not None
     assert (n.interface, n.switch, n.chassis_id, n.switch_port, n.port_id_type) == (
-        "ens1f0np0", "leaf-r0-p1", "b8:59:9f:10:00:01", "Ethernet24", "ifname")  # fmt: skip
+        "ens1f0np0",
+        "leaf-r0-p1",
+        "b8:59:9f:10:00:01",
+        "Ethernet24",
+        "ifname",
+    )
     assert n.mgmt_addresses == ("10.20.0.11", "fe80::1") and n.mgmt_address == "10.20.0.11"
     assert (n.ttl_s, n.system_descr, n.port_descr, n.source) == (
         120,

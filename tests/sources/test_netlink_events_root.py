@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from netd.config.detect import DetectConfig
 from netd.detect.inputs import LinkChange
 from netd.detect.link import KIND_LINK_FLAP, LinkDetector
-from netd.detect.settings import DetectConfig
 from netd.errors import SourceError
 from netd.sources.netlink_events import LinkMonitor
 from tests.detect.helpers import pfc, port, tick

@@ -13,8 +13,12 @@ from tests.integration.netns import need_root_tools, run, two_namespaces
 def _link(index: int, name: str, kind: str | None = None, **attrs: object) -> ifinfmsg:
     msg = ifinfmsg()
     msg["index"] = index
-    msg["attrs"] = [("IFLA_IFNAME", name), ("IFLA_MTU", 9000), ("IFLA_OPERSTATE", "UP"),
-                    ("IFLA_ADDRESS", f"02:00:00:00:00:{index:02x}")]  # fmt: skip
+    msg["attrs"] = [
+        ("IFLA_IFNAME", name),
+        ("IFLA_MTU", 9000),
+        ("IFLA_OPERSTATE", "UP"),
+        ("IFLA_ADDRESS", f"02:00:00:00:00:{index:02x}"),
+    ]
     for key, value in attrs.items():
         msg["attrs"].append((key, value))
     if kind:
@@ -39,8 +43,13 @@ def _addr(index: int, address: str, prefixlen: int) -> ifaddrmsg:
 
 
 def test_bond_members_vlans_and_addresses():
-    links = [_link(1, "lo"), _link(4, "ens1f0np0", IFLA_MASTER=6), _link(5, "ens1f1np1", IFLA_MASTER=6),
-             _link(6, "bond0", "bond"), _link(7, "bond0.100", "vlan", IFLA_LINK=6)]  # fmt: skip
+    links = [
+        _link(1, "lo"),
+        _link(4, "ens1f0np0", IFLA_MASTER=6),
+        _link(5, "ens1f1np1", IFLA_MASTER=6),
+        _link(6, "bond0", "bond"),
+        _link(7, "bond0.100", "vlan", IFLA_LINK=6),
+    ]
     by_name = {i.name: i for i in interfaces_from_messages(links, [_addr(7, "10.100.0.5", 24)])}
     assert by_name["lo"].kind == "loopback" and by_name["ens1f0np0"].kind == "physical"
     assert by_name["ens1f0np0"].master == "bond0" and by_name["bond0"].kind == "bond"

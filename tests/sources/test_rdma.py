@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
-from netd.model import CounterGroup, Overflow, PortSample
+from netd.model.snapshot import CounterGroup, Overflow, PortSample
+from netd.sources.counter_specs import COUNTER_SETS, describe
+from netd.sources.counter_tables import PMA_EXT
 from netd.sources.rdma import RdmaSysfs, parse_counter, parse_rate, parse_state
-from netd.sources.vocabulary import COUNTER_SETS, describe
-from netd.sources.vocabulary_tables import PMA_EXT
 
 MLX5_0 = DeviceSpec("mlx5_0", netdev="ens1f0np0", pci="0000:41:00.0")
 MLX5_1 = DeviceSpec("mlx5_1", netdev="ens1f1np1", pci="0000:41:00.1")
@@ -79,18 +79,31 @@ def test_parse_counter(data: bytes, value: int | None, reason: str | None) -> No
 
 @pytest.mark.parametrize(
     ("text", "state"),
-    [("4: ACTIVE", "ACTIVE"), ("1: DOWN", "DOWN"), ("5: LinkUp", "LinkUp"), ("7: Phy Test", "Phy Test"),
-     ("ACTIVE", "ACTIVE"), ("", None), (None, None)],
-)  # fmt: skip
+    [
+        ("4: ACTIVE", "ACTIVE"),
+        ("1: DOWN", "DOWN"),
+        ("5: LinkUp", "LinkUp"),
+        ("7: Phy Test", "Phy Test"),
+        ("ACTIVE", "ACTIVE"),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_parse_state(text: str | None, state: str | None) -> None:
     assert parse_state(text) == state
 
 
 @pytest.mark.parametrize(
     ("text", "rate"),
-    [("200 Gb/sec (2X NDR)", 200.0), ("2.5 Gb/sec (1X SDR)", 2.5), ("56 Gb/sec (4X FDR)", 56.0),
-     ("garbage", None), ("", None), (None, None)],
-)  # fmt: skip
+    [
+        ("200 Gb/sec (2X NDR)", 200.0),
+        ("2.5 Gb/sec (1X SDR)", 2.5),
+        ("56 Gb/sec (4X FDR)", 56.0),
+        ("garbage", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_parse_rate(text: str | None, rate: float | None) -> None:
     assert parse_rate(text) == rate
 
@@ -106,7 +119,14 @@ def test_complete_mlx5_tree(tree: SysfsTree, source: RdmaSysfs) -> None:
     assert [s.key for s in samples] == [("mlx5_0", 1), ("mlx5_1", 1)]
     p = _port(samples, "mlx5_0")
     assert (p.netdev, p.driver, p.link_layer, p.state, p.phys_state, p.rate_gbps, p.up) == (
-        "ens1f0np0", "mlx5", "Ethernet", "ACTIVE", "LinkUp", 200.0, True)  # fmt: skip
+        "ens1f0np0",
+        "mlx5",
+        "Ethernet",
+        "ACTIVE",
+        "LinkUp",
+        200.0,
+        True,
+    )
     assert p.gid_types == ("IB/RoCE v1", "RoCE v2")
     assert p.read_errors == ()
     assert set(p.counters) == set(COUNTER_SETS["mlx5"].pma) | set(COUNTER_SETS["mlx5"].hw)
@@ -114,7 +134,11 @@ def test_complete_mlx5_tree(tree: SysfsTree, source: RdmaSysfs) -> None:
         group = CounterGroup.PMA if raw in COUNTER_SETS["mlx5"].pma else CounterGroup.HW
         spec = describe("mlx5", group, raw)
         assert (counter.name, counter.group, counter.width, counter.overflow) == (
-            spec.name, group, spec.width, spec.overflow)  # fmt: skip
+            spec.name,
+            group,
+            spec.width,
+            spec.overflow,
+        )
         assert counter.value == values[raw] * spec.scale
     by_name = p.by_name()
     assert by_name["rx_bytes"].value == 4 * values["port_rcv_data"]  # 4-byte words -> bytes
@@ -141,9 +165,14 @@ def test_complete_mlx5_tree(tree: SysfsTree, source: RdmaSysfs) -> None:
     ],
 )
 def test_partial_trees(
-    tree: SysfsTree, source: RdmaSysfs, counter_set: str, hw_level: str, n_counters: int, present: set[str],
+    tree: SysfsTree,
+    source: RdmaSysfs,
+    counter_set: str,
+    hw_level: str,
+    n_counters: int,
+    present: set[str],
     absent: set[str],
-) -> None:  # fmt: skip
+) -> None:
     tree.add_device(DeviceSpec("mlx5_0", counter_set=counter_set, hw_level=hw_level))
     p = _port(source.read(), "mlx5_0")
     assert len(p.counters) == n_counters and source.files_read == n_counters
@@ -165,15 +194,27 @@ RXE = DeviceSpec("rxe0", driver="rxe", netdev="eth0", rate="10 Gb/sec (4X QDR)")
 DCQCN = {"cnp_sent", "cnp_handled", "ecn_marked"}
 VENDORS = [
     # (spec, driver, vocabulary names present, vocabulary names absent: absent, not zero)
-    (BNXT_OLD, "bnxt_re", DCQCN | {"timeouts", "seq_err", "rnr", "rx_bytes", "tx_packets"},
-     {"symbol_error", "retransmits"}),
+    (
+        BNXT_OLD,
+        "bnxt_re",
+        DCQCN | {"timeouts", "seq_err", "rnr", "rx_bytes", "tx_packets"},
+        {"symbol_error", "retransmits"},
+    ),
     (BNXT_NEW, "bnxt_re", DCQCN | {"timeouts", "seq_err", "rnr", "req_cqe_error"}, {"symbol_error"}),
-    (IRDMA_3, "irdma", DCQCN | {"rnr", "seq_err", "timeouts", "icrc_errors", "rx_packets"},
-     {"rx_bytes", "symbol_error"}),
+    (
+        IRDMA_3,
+        "irdma",
+        DCQCN | {"rnr", "seq_err", "timeouts", "icrc_errors", "rx_packets"},
+        {"rx_bytes", "symbol_error"},
+    ),
     (IRDMA_2, "irdma", DCQCN | {"cnp_ignored"}, {"rnr", "timeouts"}),
-    (RXE, "rxe", {"rx_packets", "tx_packets", "seq_err", "retransmits", "out_of_sequence"},
-     DCQCN | {"cnp_ignored", "rx_bytes"}),
-]  # fmt: skip
+    (
+        RXE,
+        "rxe",
+        {"rx_packets", "tx_packets", "seq_err", "retransmits", "out_of_sequence"},
+        DCQCN | {"cnp_ignored", "rx_bytes"},
+    ),
+]
 
 
 @pytest.mark.parametrize(("spec", "driver", "present", "absent"), VENDORS, ids=[v[0].name for v in VENDORS])
@@ -213,11 +254,20 @@ def test_device_naming(tree: SysfsTree, source: RdmaSysfs, name: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "reason"),
-    [("abc\n", "not a number"), ("", "empty"), ("\n", "empty"), ("N/A (no PMA)\n", "not available"),
-     ("-5\n", "negative"), (f"{2**64}\n", "out of range"), ("12 34\n", "not a number")],
-)  # fmt: skip
-@pytest.mark.parametrize(("group", "raw", "vocab"), [("counters", "port_rcv_data", "rx_bytes"),
-                                                     ("hw_counters", "np_cnp_sent", "cnp_sent")])  # fmt: skip
+    [
+        ("abc\n", "not a number"),
+        ("", "empty"),
+        ("\n", "empty"),
+        ("N/A (no PMA)\n", "not available"),
+        ("-5\n", "negative"),
+        (f"{2**64}\n", "out of range"),
+        ("12 34\n", "not a number"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("group", "raw", "vocab"),
+    [("counters", "port_rcv_data", "rx_bytes"), ("hw_counters", "np_cnp_sent", "cnp_sent")],
+)
 def test_hostile_values_are_absent_with_a_reason(
     tree: SysfsTree, source: RdmaSysfs, text: str, reason: str, group: str, raw: str, vocab: str
 ) -> None:
@@ -384,10 +434,14 @@ def test_listing_is_cached_until_the_rescan_interval(tree: SysfsTree) -> None:
 
 @pytest.mark.parametrize(
     ("include", "exclude", "expected"),
-    [(("*",), (), ["mlx5_0", "mlx5_1", "rxe0"]), (("mlx5_*",), (), ["mlx5_0", "mlx5_1"]),
-     (("*",), ("rxe*",), ["mlx5_0", "mlx5_1"]), (("mlx5_*", "rxe0"), ("mlx5_1",), ["mlx5_0", "rxe0"]),
-     (("nothing*",), (), [])],
-)  # fmt: skip
+    [
+        (("*",), (), ["mlx5_0", "mlx5_1", "rxe0"]),
+        (("mlx5_*",), (), ["mlx5_0", "mlx5_1"]),
+        (("*",), ("rxe*",), ["mlx5_0", "mlx5_1"]),
+        (("mlx5_*", "rxe0"), ("mlx5_1",), ["mlx5_0", "rxe0"]),
+        (("nothing*",), (), []),
+    ],
+)
 def test_include_exclude(
     tree: SysfsTree, include: tuple[str, ...], exclude: tuple[str, ...], expected: list[str]
 ) -> None:

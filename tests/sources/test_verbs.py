@@ -64,13 +64,17 @@ ZERO = "0000:0000:0000:0000:0000:0000:0000:0000"
         (Attrs(active_speed=128, active_width=2), ("ACTIVE", "LinkUp", "NDR", "4X", 400.0, "Ethernet")),
         (Attrs(active_speed=32, active_width=2), ("ACTIVE", "LinkUp", "EDR", "4X", 100.0, "Ethernet")),
         (Attrs(active_speed=32, active_width=1), ("ACTIVE", "LinkUp", "EDR", "1X", 25.0, "Ethernet")),
-        (Attrs(active_speed=16, active_width=2, link_layer=1),
-         ("ACTIVE", "LinkUp", "FDR", "4X", 56.0, "InfiniBand")),
+        (
+            Attrs(active_speed=16, active_width=2, link_layer=1),
+            ("ACTIVE", "LinkUp", "FDR", "4X", 56.0, "InfiniBand"),
+        ),
         (Attrs(state=1, phys_state=3), ("DOWN", "Disabled", "NDR", "2X", 200.0, "Ethernet")),
-        (Attrs(state=9, phys_state=0, active_speed=3, active_width=3, link_layer=0),
-         ("UNKNOWN(9)", None, None, None, None, None)),
+        (
+            Attrs(state=9, phys_state=0, active_speed=3, active_width=3, link_layer=0),
+            ("UNKNOWN(9)", None, None, None, None, None),
+        ),
     ],
-)  # fmt: skip
+)
 def test_port_from_attrs(attrs: Attrs, expected: tuple[object, ...]) -> None:
     p = port_from_attrs("mlx5_0", 1, attrs, [])
     assert (p.state, p.phys_state, p.active_speed, p.active_width, p.rate_gbps, p.link_layer) == expected

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cc.params import DcqcnParams
+from cc.model.params import DcqcnParams
 from netd.emulated.cc_params import render
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
-from netd.tuning.knobs import KNOBS
-from netd.tuning.trees import ParamTree, discover
+from netd.sources.cc_params import ParamTree, discover
+from netd.vocabulary.dcqcn_knobs import KNOBS
 
 
 def add_ofed_tree(root: Path, netdev: str, params: DcqcnParams, enabled: tuple[int, ...] = (3,)) -> Path:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from netd.errors import TuningError
+from netd.sources.cc_params import discover, read_value
 from netd.tuning import applier as applier_module
 from netd.tuning.applier import Applier
 from netd.tuning.journal import Journal
-from netd.tuning.knobs import KNOBS, by_name, tunable_names
-from netd.tuning.trees import discover, read_value
+from netd.vocabulary.dcqcn_knobs import KNOBS, by_name, tunable_names
 from tests.tuning.conftest import build_host, trees_of
 
 TARGET = {"rp_ai_rate": 20, "rp_time_reset": 150, "np_min_time_between_cnps": 8}
@@ -199,7 +199,7 @@ def test_a_process_killed_mid_apply_leaves_a_journal_that_recovery_rolls_back(
         from pathlib import Path
         from netd.tuning import applier as m
         from netd.tuning.journal import Journal
-        from netd.tuning.trees import discover
+        from netd.sources.cc_params import discover
         real, n = m.write_value, []
         def write(path, value):
             n.append(path)

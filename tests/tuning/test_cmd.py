@@ -10,6 +10,8 @@ import pytest
 from netd.cli import main
 from tests.tuning.conftest import build_host, trees_of
 
+pytestmark = pytest.mark.slow  # runs the tuner on the emulated fabric
+
 
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, free_port: int) -> Path:

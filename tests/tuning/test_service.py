@@ -15,16 +15,16 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, generate_latest
 
-from cc.tuner import Tuner, TunerPolicy
+from cc.tune.tuner import Tuner, TunerPolicy
 from netd.api.app import create_app
-from netd.collect import Collector
-from netd.config import load_config
+from netd.config.settings import load_config
+from netd.daemon.state import PublishedState
 from netd.emulated.fabric_host import EmulatedFabric
-from netd.exporter import ExporterState
-from netd.series import SeriesTracker
+from netd.series.tracker import SeriesTracker
+from netd.sources.collect import Sampler
 from netd.tuning import applier as applier_module
-from netd.tuning.api import tuning_router
 from netd.tuning.metrics import TuningCollector
+from netd.tuning.routes import tuning_router
 from netd.tuning.service import TuningService
 from tests.cc.test_tuner import synthetic
 
@@ -50,10 +50,10 @@ class Host:
                 },
             },
         )
-        self.collector = Collector.from_config(self.cfg, self.root, emulated=True)
+        self.collector = Sampler.from_config(self.cfg, self.root, emulated=True)
         self.tracker = SeriesTracker()
         self.now = 0.0
-        self.state: ExporterState | None = None
+        self.state: PublishedState | None = None
 
     def service(self) -> TuningService:
         service = TuningService(self.cfg, self.root, lambda: self.state, clock=lambda: self.now)
@@ -64,7 +64,7 @@ class Host:
         self.fabric.advance(1.0)
         snap = dataclasses.replace(self.collector.collect(), monotonic=self.now)
         obs = self.tracker.update(snap)
-        self.state = ExporterState(observation=obs, ticks=(self.state.ticks + 1) if self.state else 1)
+        self.state = PublishedState(observation=obs, ticks=(self.state.ticks + 1) if self.state else 1)
         self.now += 1.0
 
     def close(self) -> None:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* netd-lab-host: the "RoCE NIC" of one lab host, run inside the host's network namespace.
  *
  *   netd-lab-host SHM_FILE IFNAME IPV4
@@ -51,22 +52,22 @@
 #define OP_WRITE_LAST 0x08
 #define OP_ACK 0x11
 #define OP_CNP 0x81
-#define MSG_PKTS 64           /* an RDMA WRITE message spans this many packets */
+#define MSG_PKTS 64 /* an RDMA WRITE message spans this many packets */
 #define PSN_MASK 0xffffffu
-#define TOS_DATA 0x6a         /* DSCP 26 (priority 3), ECT(0) */
-#define TOS_ACK 0x68          /* DSCP 26, not ECN-capable */
-#define TOS_CNP 0xc0          /* DSCP 48, not ECN-capable: CNPs ride a class PFC does not pause */
+#define TOS_DATA 0x6a                    /* DSCP 26 (priority 3), ECT(0) */
+#define TOS_ACK 0x68                     /* DSCP 26, not ECN-capable */
+#define TOS_CNP 0xc0                     /* DSCP 48, not ECN-capable: CNPs ride a class PFC does not pause */
 #define HDR_BYTES (14 + 20 + 8 + 12 + 4) /* Ethernet, IPv4, UDP, BTH, ICRC */
 #define RETH_BYTES 16
 #define MAX_CREDIT_PKTS 4
-#define MAX_CREDIT_NS 5000000ull  /* or 5 ms of sending, whichever is more */
-#define RT_PRIORITY 10         /* below the lab daemon and the DCQCN controller (20) */
+#define MAX_CREDIT_NS 5000000ull /* or 5 ms of sending, whichever is more */
+#define RT_PRIORITY 10           /* below the lab daemon and the DCQCN controller (20) */
 #define NICE -10
 #define ACK_INTERVAL_NS 10000000ull /* ACK at least every 10 ms while data arrives */
-#define MAX_BUSY_LOOPS 256  /* iterations without sleeping before a forced 50 us nap */
-#define LATE_NS 1000000ull  /* a wake-up this late after a due departure counts in pacer_late_ns */
+#define MAX_BUSY_LOOPS 256          /* iterations without sleeping before a forced 50 us nap */
+#define LATE_NS 1000000ull          /* a wake-up this late after a due departure counts in pacer_late_ns */
 #define RX_BATCH 32
-#define MAX_PAYLOAD 4096      /* the largest RoCE MTU */
+#define MAX_PAYLOAD 4096 /* the largest RoCE MTU */
 #define ETH_P_MACCTRL 0x8808
 #define PFC_PRIO 3
 
@@ -80,26 +81,39 @@ static uint64_t next_tx[LAB_MAX_FLOWS], link_next;
 static uint64_t rx_pause_mark, rx_pause_ns, storm_began, storm_mark, storm_next, tx_pause_ns;
 static int storm_warned;
 
-static uint64_t now_ns(void) {
+static uint64_t now_ns(void)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t ld64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static uint32_t ld32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static uint64_t ld64(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static uint32_t ld32(const uint32_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
 
-static void on_signal(int sig) { (void)sig; stop = 1; }
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
 
-static void die(const char *what) {
+static void die(const char *what)
+{
     fprintf(stderr, "netd-lab-host: %s: %s\n", what, strerror(errno));
     exit(1);
 }
 
-static void put_bth(uint8_t *b, uint8_t opcode, uint32_t qpn, uint32_t psn, int ack_req) {
+static void put_bth(uint8_t *b, uint8_t opcode, uint32_t qpn, uint32_t psn, int ack_req)
+{
     b[0] = opcode;
-    b[1] = 0;              /* SE, M, pad count, transport version 0 */
-    b[2] = 0xff;           /* partition key 0xffff */
+    b[1] = 0;    /* SE, M, pad count, transport version 0 */
+    b[2] = 0xff; /* partition key 0xffff */
     b[3] = 0xff;
     uint32_t dq = htonl(qpn & PSN_MASK);
     uint32_t ap = htonl((psn & PSN_MASK) | (ack_req ? 0x80000000u : 0));
@@ -107,24 +121,27 @@ static void put_bth(uint8_t *b, uint8_t opcode, uint32_t qpn, uint32_t psn, int 
     memcpy(b + 8, &ap, 4);
 }
 
-static void send_to(int fd, uint32_t ip, const uint8_t *buf, size_t len) {
+static void send_to(int fd, uint32_t ip, const uint8_t *buf, size_t len)
+{
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(ROCE_PORT), .sin_addr.s_addr = ip};
     if (sendto(fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0) {
-        shm->c.tx_errors++;  /* a full socket buffer behaves like a busy NIC: not sent */
+        shm->c.tx_errors++; /* a full socket buffer behaves like a busy NIC: not sent */
         return;
     }
     shm->c.tx_pkts++;
     shm->c.tx_bytes += len + 14 + 20 + 8;
 }
 
-static void send_ack(uint32_t ip, uint32_t qpn, uint32_t psn, uint8_t syndrome) {
+static void send_ack(uint32_t ip, uint32_t qpn, uint32_t psn, uint8_t syndrome)
+{
     uint8_t buf[12 + 4 + 4] = {0};
     put_bth(buf, OP_ACK, qpn, psn, 0);
-    buf[12] = syndrome;    /* AETH: syndrome, MSN (unused) */
+    buf[12] = syndrome; /* AETH: syndrome, MSN (unused) */
     send_to(tx_ack, ip, buf, sizeof(buf));
 }
 
-static void send_cnp(uint32_t ip, uint32_t qpn) {
+static void send_cnp(uint32_t ip, uint32_t qpn)
+{
     uint8_t buf[12 + 16 + 4] = {0};
     put_bth(buf, OP_CNP, qpn, 0, 0);
     send_to(tx_cnp, ip, buf, sizeof(buf));
@@ -133,7 +150,8 @@ static void send_cnp(uint32_t ip, uint32_t qpn) {
 
 /* ---- requester ------------------------------------------------------------------------------ */
 
-static size_t data_frame(struct lab_flow *f, uint8_t *buf) {
+static size_t data_frame(struct lab_flow *f, uint8_t *buf)
+{
     uint32_t psn = (uint32_t)f->psn;
     uint32_t pos = psn % MSG_PKTS;
     uint8_t op = pos == 0 ? OP_WRITE_FIRST : pos == MSG_PKTS - 1 ? OP_WRITE_LAST : OP_WRITE_MIDDLE;
@@ -149,13 +167,15 @@ static size_t data_frame(struct lab_flow *f, uint8_t *buf) {
     return len + f->payload + 4;
 }
 
-static uint64_t bits_ns(uint64_t bytes, uint64_t rate_bps) {
+static uint64_t bits_ns(uint64_t bytes, uint64_t rate_bps)
+{
     return bytes * 8ull * 1000000000ull / (rate_bps < 1000 ? 1000 : rate_bps);
 }
 
 /* RC requester timer: no ACK progress for ack_timeout_us while packets are outstanding -> resend
  * from the first unacknowledged PSN (a lost NAK or a lost last packet would otherwise stall). */
-static void check_timeout(struct lab_flow *f, uint64_t now) {
+static void check_timeout(struct lab_flow *f, uint64_t now)
+{
     uint32_t first_unacked = ((uint32_t)f->acked_psn + 1) & PSN_MASK;
     uint64_t timeout = (uint64_t)ld32(&shm->ctl.ack_timeout_us) * 1000ull;
     if (!timeout || (uint32_t)f->psn == first_unacked) {
@@ -172,7 +192,8 @@ static void check_timeout(struct lab_flow *f, uint64_t now) {
 }
 
 /* Due flows get a fresh schedule entry and a bounded catch-up; returns whether any may send. */
-static int prepare_flows(uint64_t now, uint64_t *wake) {
+static int prepare_flows(uint64_t now, uint64_t *wake)
+{
     int any = 0;
     for (int i = 0; i < LAB_MAX_FLOWS; i++) {
         struct lab_flow *f = &shm->flows[i];
@@ -182,7 +203,7 @@ static int prepare_flows(uint64_t now, uint64_t *wake) {
         if (gen != f->seen_generation) {
             f->seen_generation = gen;
             f->psn = 0;
-            f->acked_psn = PSN_MASK;  /* "the PSN before 0": nothing acknowledged yet */
+            f->acked_psn = PSN_MASK; /* "the PSN before 0": nothing acknowledged yet */
             f->last_progress_ns = now;
             next_tx[i] = now;
         }
@@ -190,7 +211,7 @@ static int prepare_flows(uint64_t now, uint64_t *wake) {
         uint64_t gap = bits_ns(HDR_BYTES + f->payload, ld64(&f->rate_bps));
         uint64_t credit = MAX_CREDIT_PKTS * gap > MAX_CREDIT_NS ? MAX_CREDIT_PKTS * gap : MAX_CREDIT_NS;
         if (next_tx[i] + credit < now)
-            next_tx[i] = now - credit;  /* bounded catch-up: a late wake-up, or a link-limited host */
+            next_tx[i] = now - credit; /* bounded catch-up: a late wake-up, or a link-limited host */
         if (next_tx[i] < *wake)
             *wake = next_tx[i];
         any = 1;
@@ -200,9 +221,10 @@ static int prepare_flows(uint64_t now, uint64_t *wake) {
 
 /* Send every due packet, earliest departure first, never faster than the host's link (the NIC's
  * line rate is shared by all its QPs). Returns the next time something is due. */
-static uint64_t run_flows(uint64_t now, uint64_t wake) {
+static uint64_t run_flows(uint64_t now, uint64_t wake)
+{
     static uint8_t buf[12 + RETH_BYTES + MAX_PAYLOAD + 4];
-    if (shm->paused_until_ns > now) {  /* PFC: a paused NIC sends nothing and banks no credit */
+    if (shm->paused_until_ns > now) { /* PFC: a paused NIC sends nothing and banks no credit */
         for (int i = 0; i < LAB_MAX_FLOWS; i++)
             if (next_tx[i] < now)
                 next_tx[i] = now;
@@ -218,8 +240,9 @@ static uint64_t run_flows(uint64_t now, uint64_t wake) {
     for (;;) {
         int best = -1;
         for (int i = 0; i < LAB_MAX_FLOWS; i++)
-            if (ld32(&shm->flows[i].active) && shm->flows[i].payload && shm->flows[i].payload <= MAX_PAYLOAD &&
-                next_tx[i] <= now && (best < 0 || next_tx[i] < next_tx[best]))
+            if (ld32(&shm->flows[i].active) && shm->flows[i].payload &&
+                shm->flows[i].payload <= MAX_PAYLOAD && next_tx[i] <= now &&
+                (best < 0 || next_tx[i] < next_tx[best]))
                 best = i;
         if (best < 0)
             break;
@@ -235,7 +258,7 @@ static uint64_t run_flows(uint64_t now, uint64_t wake) {
         uint64_t gap = bits_ns(HDR_BYTES + f->payload, ld64(&f->rate_bps));
         next_tx[best] += gap;
         if (shm->c.tx_pkts == before)
-            continue;  /* socket buffer full: this departure is lost (counted in tx_errors) */
+            continue; /* socket buffer full: this departure is lost (counted in tx_errors) */
         link_next += bits_ns(len + 42, link);
         f->tx_pkts++;
         f->tx_bytes += len + 42;
@@ -250,25 +273,27 @@ static uint64_t run_flows(uint64_t now, uint64_t wake) {
     return wake;
 }
 
-static struct lab_flow *flow_of(uint32_t qpn) {
+static struct lab_flow *flow_of(uint32_t qpn)
+{
     for (int i = 0; i < LAB_MAX_FLOWS; i++)
         if (ld32(&shm->flows[i].active) && shm->flows[i].qpn == qpn)
             return &shm->flows[i];
     return NULL;
 }
 
-static void on_ack(uint32_t qpn, uint32_t psn, uint8_t syndrome, uint64_t now) {
+static void on_ack(uint32_t qpn, uint32_t psn, uint8_t syndrome, uint64_t now)
+{
     struct lab_flow *f = flow_of(qpn);
     if (!f)
         return;
     f->last_progress_ns = now;
-    if ((syndrome & 0x60) == 0x60) {  /* NAK; code 0 = PSN sequence error */
+    if ((syndrome & 0x60) == 0x60) { /* NAK; code 0 = PSN sequence error */
         f->nak_rx++;
         shm->c.packet_seq_err++;
         uint32_t behind = ((uint32_t)f->psn - psn) & PSN_MASK;
         if (behind && behind < PSN_MASK / 2) {
             f->retransmitted += behind;
-            f->psn = psn;  /* go back N */
+            f->psn = psn; /* go back N */
         }
     } else {
         f->acked_psn = psn;
@@ -277,7 +302,8 @@ static void on_ack(uint32_t qpn, uint32_t psn, uint8_t syndrome, uint64_t now) {
 
 /* ---- responder ------------------------------------------------------------------------------ */
 
-static void on_data(uint32_t src_ip, const uint8_t *p, size_t len, int ce, uint64_t now) {
+static void on_data(uint32_t src_ip, const uint8_t *p, size_t len, int ce, uint64_t now)
+{
     uint32_t qpn = ntohl(*(const uint32_t *)(p + 4)) & PSN_MASK;
     uint32_t psn = ntohl(*(const uint32_t *)(p + 8)) & PSN_MASK;
     struct lab_rqp *q = &shm->rqps[qpn % LAB_MAX_RQPS];
@@ -311,7 +337,7 @@ static void on_data(uint32_t src_ip, const uint8_t *p, size_t len, int ce, uint6
             q->since_ack = 0;
             q->last_ack_ns = now;
             q->ack_sent++;
-            send_ack(src_ip, qpn, psn, 0x1f);  /* ACK, credit field "invalid" */
+            send_ack(src_ip, qpn, psn, 0x1f); /* ACK, credit field "invalid" */
         }
     } else if (ahead < PSN_MASK / 2) {
         shm->c.out_of_sequence++;
@@ -319,7 +345,7 @@ static void on_data(uint32_t src_ip, const uint8_t *p, size_t len, int ce, uint6
         if (q->nak_armed) {
             q->nak_armed = 0;
             q->nak_sent++;
-            send_ack(src_ip, qpn, (uint32_t)q->expected_psn, 0x60);  /* NAK: PSN sequence error */
+            send_ack(src_ip, qpn, (uint32_t)q->expected_psn, 0x60); /* NAK: PSN sequence error */
         }
     } else {
         shm->c.duplicate_request++;
@@ -327,7 +353,8 @@ static void on_data(uint32_t src_ip, const uint8_t *p, size_t len, int ce, uint6
     }
 }
 
-static void drain_rx(uint64_t now) {
+static void drain_rx(uint64_t now)
+{
     static uint8_t bufs[RX_BATCH][MAX_PAYLOAD + 256];
     static char ctrl[RX_BATCH][64];
     struct mmsghdr msgs[RX_BATCH];
@@ -336,9 +363,12 @@ static void drain_rx(uint64_t now) {
     for (;;) {
         for (int i = 0; i < RX_BATCH; i++) {
             iov[i] = (struct iovec){bufs[i], sizeof(bufs[i])};
-            msgs[i].msg_hdr = (struct msghdr){.msg_name = &from[i], .msg_namelen = sizeof(from[i]),
-                                              .msg_iov = &iov[i], .msg_iovlen = 1,
-                                              .msg_control = ctrl[i], .msg_controllen = sizeof(ctrl[i])};
+            msgs[i].msg_hdr = (struct msghdr){.msg_name = &from[i],
+                                              .msg_namelen = sizeof(from[i]),
+                                              .msg_iov = &iov[i],
+                                              .msg_iovlen = 1,
+                                              .msg_control = ctrl[i],
+                                              .msg_controllen = sizeof(ctrl[i])};
         }
         int n = recvmmsg(rx_fd, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0)
@@ -347,11 +377,12 @@ static void drain_rx(uint64_t now) {
             size_t len = msgs[i].msg_len;
             const uint8_t *p = bufs[i];
             int tos = 0;
-            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c;
+                 c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
                 if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS)
                     tos = *(uint8_t *)CMSG_DATA(c);
                 else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL)
-                    shm->c.out_of_buffer = *(uint32_t *)CMSG_DATA(c);  /* kernel's running total */
+                    shm->c.out_of_buffer = *(uint32_t *)CMSG_DATA(c); /* kernel's running total */
             }
             if (len < 12)
                 continue;
@@ -382,7 +413,8 @@ static void drain_rx(uint64_t now) {
 
 /* ---- PFC ------------------------------------------------------------------------------------ */
 
-static void account_rx_pause(uint64_t now) {
+static void account_rx_pause(uint64_t now)
+{
     if (rx_pause_mark && now > rx_pause_mark) {
         rx_pause_ns += now - rx_pause_mark;
         rx_pause_mark = now;
@@ -390,12 +422,14 @@ static void account_rx_pause(uint64_t now) {
     }
 }
 
-static void pause_end(uint64_t at) {
+static void pause_end(uint64_t at)
+{
     account_rx_pause(at);
     rx_pause_mark = 0;
 }
 
-static void drain_pfc(uint64_t now) {
+static void drain_pfc(uint64_t now)
+{
     uint8_t frame[128];
     struct sockaddr_ll from;
     socklen_t flen = sizeof(from);
@@ -424,11 +458,18 @@ static void drain_pfc(uint64_t now) {
     }
 }
 
-static void send_pfc(uint16_t quanta) {
+static void send_pfc(uint16_t quanta)
+{
     uint8_t f[60] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
     memcpy(f + 6, own_mac, 6);
-    f[12] = 0x88; f[13] = 0x08; f[14] = 0x01; f[15] = 0x01;  /* MAC control, PFC opcode */
-    f[16] = 0; f[17] = 1 << PFC_PRIO;                        /* class-enable vector */
+    /* MAC control, PFC opcode */
+    f[12] = 0x88;
+    f[13] = 0x08;
+    f[14] = 0x01;
+    f[15] = 0x01;
+    /* class-enable vector */
+    f[16] = 0;
+    f[17] = 1 << PFC_PRIO;
     f[18 + 2 * PFC_PRIO] = quanta >> 8;
     f[19 + 2 * PFC_PRIO] = quanta & 0xff;
     struct sockaddr_ll to = {.sll_family = AF_PACKET, .sll_ifindex = ifindex, .sll_halen = 6};
@@ -437,18 +478,20 @@ static void send_pfc(uint16_t quanta) {
         shm->c.tx_pause++;
 }
 
-static void account_tx_pause(uint64_t now) {
+static void account_tx_pause(uint64_t now)
+{
     tx_pause_ns += now - storm_mark;
     storm_mark = now;
     shm->c.tx_pause_duration_us = tx_pause_ns / 1000;
 }
 
-static uint64_t storm(uint64_t now, uint64_t wake) {
+static uint64_t storm(uint64_t now, uint64_t wake)
+{
     if (!ld32(&shm->ctl.stuck)) {
         if (storm_began) {
             account_tx_pause(now);
             storm_began = 0;
-            send_pfc(0);  /* XON: the receiver drains again */
+            send_pfc(0); /* XON: the receiver drains again */
         }
         return wake;
     }
@@ -467,13 +510,14 @@ static uint64_t storm(uint64_t now, uint64_t wake) {
         storm_next = now + (uint64_t)ld32(&shm->ctl.storm_refresh_us) * 1000ull;
     }
     if (!storm_warned && warn && storm_began + warn < storm_next)
-        storm_next = storm_began + warn;  /* wake up in time to count the warning */
+        storm_next = storm_began + warn; /* wake up in time to count the warning */
     return storm_next < wake ? storm_next : wake;
 }
 
 /* ---- setup ---------------------------------------------------------------------------------- */
 
-static int udp_socket(int tos) {
+static int udp_socket(int tos)
+{
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos)) < 0)
         die("udp socket");
@@ -482,7 +526,8 @@ static int udp_socket(int tos) {
     return fd;
 }
 
-static void open_sockets(const char *ifname, const char *addr) {
+static void open_sockets(const char *ifname, const char *addr)
+{
     if (inet_pton(AF_INET, addr, &own_ip) != 1) {
         fprintf(stderr, "netd-lab-host: bad IPv4 address %s\n", addr);
         exit(2);
@@ -504,7 +549,8 @@ static void open_sockets(const char *ifname, const char *addr) {
     pfc_fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_MACCTRL));
     if (pfc_fd < 0)
         die("AF_PACKET socket");
-    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_MACCTRL), .sll_ifindex = ifindex};
+    struct sockaddr_ll ll = {
+        .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_MACCTRL), .sll_ifindex = ifindex};
     if (bind(pfc_fd, (struct sockaddr *)&ll, sizeof(ll)) < 0)
         die("bind AF_PACKET");
     struct ifreq ifr = {0};
@@ -514,7 +560,8 @@ static void open_sockets(const char *ifname, const char *addr) {
     memcpy(own_mac, ifr.ifr_hwaddr.sa_data, 6);
 }
 
-static void map_shm(const char *path) {
+static void map_shm(const char *path)
+{
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 || ftruncate(fd, sizeof(struct lab_shm)) < 0)
         die(path);
@@ -522,7 +569,7 @@ static void map_shm(const char *path) {
     if (shm == MAP_FAILED)
         die("mmap");
     close(fd);
-    struct lab_control ctl = shm->ctl;  /* Python may have configured it before we started */
+    struct lab_control ctl = shm->ctl; /* Python may have configured it before we started */
     memset(shm, 0, sizeof(*shm));
     shm->ctl = ctl;
     shm->magic = LAB_SHM_MAGIC;
@@ -530,27 +577,29 @@ static void map_shm(const char *path) {
     shm->agent_pid = (uint32_t)getpid();
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc != 4) {
         fprintf(stderr, "usage: netd-lab-host SHM_FILE IFNAME IPV4 (run inside the host's netns)\n");
         return 2;
     }
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
-    prctl(PR_SET_TIMERSLACK, 1000UL);  /* 1 us: pacing wake-ups */
+    prctl(PR_SET_TIMERSLACK, 1000UL); /* 1 us: pacing wake-ups */
     struct sched_param sp = {.sched_priority = RT_PRIORITY};
     if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0 && setpriority(PRIO_PROCESS, 0, NICE) < 0)
-        fprintf(stderr, "netd-lab-host: no real-time or nice priority (%s); pacing shares the CPU\n", strerror(errno));
+        fprintf(stderr, "netd-lab-host: no real-time or nice priority (%s); pacing shares the CPU\n",
+                strerror(errno));
     map_shm(argv[1]);
     open_sockets(argv[2], argv[3]);
     __atomic_store_n(&shm->ready, 1, __ATOMIC_RELEASE);
     struct pollfd fds[2] = {{.fd = rx_fd, .events = POLLIN}, {.fd = pfc_fd, .events = POLLIN}};
     unsigned busy = 0;
-    uint64_t due = 0;  /* the departure the last sleep was for (0: none) */
+    uint64_t due = 0; /* the departure the last sleep was for (0: none) */
     while (!stop) {
         uint64_t now = now_ns();
         if (due && now > due + LATE_NS)
-            shm->c.pacer_late_ns += now - due;  /* the CPU was not ours when a packet was due */
+            shm->c.pacer_late_ns += now - due; /* the CPU was not ours when a packet was due */
         shm->heartbeat_ns = now;
         drain_pfc(now);
         account_rx_pause(now < shm->paused_until_ns ? now : shm->paused_until_ns);
@@ -561,7 +610,7 @@ int main(int argc, char **argv) {
         int stuck = ld32(&shm->ctl.stuck);
         if (!stuck)
             drain_rx(now);
-        uint64_t wake = now + 2000000ull;  /* idle: look at the shared memory every 2 ms */
+        uint64_t wake = now + 2000000ull; /* idle: look at the shared memory every 2 ms */
         wake = storm(now, wake);
         wake = run_flows(now, wake);
         if (shm->paused_until_ns && shm->paused_until_ns < wake)
@@ -570,8 +619,8 @@ int main(int argc, char **argv) {
         if (wake <= now && ++busy < MAX_BUSY_LOOPS)
             continue;
         busy = 0;
-        uint64_t dt = wake > now ? wake - now : 50000ull;  /* (the forced nap) */
-        due = wake < now + 2000000ull ? now + dt : 0;  /* not the idle 2 ms look at the memory */
+        uint64_t dt = wake > now ? wake - now : 50000ull; /* (the forced nap) */
+        due = wake < now + 2000000ull ? now + dt : 0;     /* not the idle 2 ms look at the memory */
         struct timespec ts = {.tv_sec = (time_t)(dt / 1000000000ull), .tv_nsec = (long)(dt % 1000000000ull)};
         fds[0].events = stuck ? 0 : POLLIN;
         if (ppoll(fds, 2, &ts, NULL) < 0 && errno != EINTR)

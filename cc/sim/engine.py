@@ -1,0 +1,346 @@
+"""The discrete-time fabric simulator: DCQCN flows through switch queues, RED/ECN, PFC and links.
+
+Each step of ``dt`` µs, in this order:
+
+1. bytes that finished crossing a link join the egress queue of their next hop (or reach the
+   receiver); a queue is one FIFO per (switch port, priority) holding each flow's share;
+2. every switch port drains its queues at line rate, strict priority between priorities, unless the
+   downstream has paused that priority; departing bytes are CE-marked with the RED probability of
+   the queue they leave (marks made upstream stay set) and start crossing the next link;
+3. receivers count CE packets (expected marks, stochastically rounded) and their NP paces CNPs,
+   which travel back over the path's propagation delay;
+4. each sender's RP handles the CNPs that arrived and takes its timer and byte-counter events
+   (:func:`cc.model.dcqcn.rp_step`); the NIC sends at the resulting rates (flows sharing a NIC port split
+   it in proportion; a paused port sends nothing), and the bytes start crossing the first link;
+5. PFC: each switch ingress (link, priority) whose share of the switch buffer is above XOFF pauses
+   its upstream — a switch egress queue or a NIC — until it falls below XON; the pause reaches the
+   upstream one link delay later. Bytes beyond XOFF + headroom are dropped (lossless violated), and
+   lossy priorities tail-drop above their buffer; dropped bytes are re-sent.
+
+Everything is vectorised over flows and over a batch of parameter sets (rows); random numbers are
+shared by all rows, so rows with equal parameters behave identically and candidates are compared on
+common random numbers. Calm stretches (no queue, no CNP or pause in flight, every flow at its cap
+for long enough that the links are in steady state) are advanced in one closed-form jump.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from cc.model import DcqcnParams, ParamBatch, np_step, rp_step
+from cc.sim.flowstate import FlowState
+from cc.sim.network import MTU_BYTES, Network, SimConfig
+from cc.sim.pfc import PfcState
+from cc.sim.recorder import Recorder
+from cc.sim.topology import Topology
+from cc.sim.traffic import FlowSpec
+
+__all__ = ["Engine"]
+
+
+class Engine(FlowState):
+    """Simulate ``flows`` over ``topology`` with each parameter set of ``params`` (one row each).
+
+    ``flows`` is a sequence (recorded per flow, for FCTs) or an endless iterator sorted by start
+    time (then ``priorities`` and nothing is recorded per flow). ``measure_from_us`` excludes a
+    warm-up from the recorder's figures.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        flows: Sequence[FlowSpec] | Iterable[FlowSpec],
+        params: DcqcnParams | Sequence[DcqcnParams] | ParamBatch,
+        config: SimConfig | None = None,
+        *,
+        priorities: Sequence[int] | None = None,
+        measure_from_us: float = 0.0,
+        trace_us: float | None = None,
+        measure_queues: bool = True,
+    ) -> None:
+        config = config or SimConfig()
+        batch = ParamBatch.of(params)
+        listed = list(flows) if isinstance(flows, Sequence) else None
+        if listed is not None:
+            listed.sort(key=lambda f: f.start_us)
+            net = Network(topology, config, priorities or sorted({f.priority for f in listed}) or (3,))
+            net.reserve_hops(listed)
+        else:
+            net = Network(topology, config, priorities or (3,))
+            net.hop_max = topology.max_switch_hops()
+        super().__init__(net, batch, listed if listed is not None else flows, listed is not None)
+        self.topology = topology
+        self.recorder = Recorder(net, len(batch), topology.n_ports, measure_from_us, measure_queues)
+        self._trace_steps = max(1, round(trace_us / config.dt_us)) if trace_us else 0
+        self.trace: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.pfc = PfcState(net, len(batch))
+        self._key_cap = np.append(np.repeat(net.link_cap_bytes, net.P), np.inf)
+        self._lossy = net.key_is_switch & ~net.key_lossless
+        self._any_lossy = bool(self._lossy.any())
+        self._no_departures = np.zeros((len(batch), net.K + 1))
+        self._last_departed = self._no_departures
+        self.set_params(batch)
+
+    # -- parameters ----------------------------------------------------------------------------
+    def set_params(self, params: DcqcnParams | Sequence[DcqcnParams] | ParamBatch) -> None:
+        """Switch every row to new parameters from the next step (a tuner's change)."""
+        batch = ParamBatch.of(params)
+        if len(batch) != self.batch:
+            raise ValueError(f"{len(batch)} parameter sets for a batch of {self.batch}")
+        self.params = batch
+        self._rule_params: ParamBatch | None = None  # widened to the flow columns when first needed
+        net = self.net
+        scale = net.key_ecn_scale[None, :]
+        self._kmin = np.where(batch.ecn_enabled, batch.kmin_bytes * scale, np.inf)
+        self._kmax = np.where(batch.ecn_enabled, batch.kmax_bytes * scale, np.inf)
+        ramp = np.maximum(self._kmax - np.where(np.isinf(self._kmin), 0.0, self._kmin), 1e-9)
+        self._slope = np.where(np.isinf(self._kmin), 0.0, batch.pmax / ramp)  # RED ramp per byte
+        self._kmin_ramp = np.where(np.isinf(self._kmin), 0.0, self._kmin)  # finite: inf - inf is NaN
+        switch = net.key_is_switch
+        self._kmin_floor = float(self._kmin[:, switch].min()) if switch.any() else math.inf
+        lossless = net.key_lossless[None, :]
+        self._xoff = np.where(lossless, batch.xoff_bytes, np.inf)
+        self._xon = np.where(lossless, batch.xon_bytes, np.inf)
+        self._drop_above = np.where(lossless, batch.xoff_bytes + net.key_headroom[None, :], np.inf)
+        self._xon_floor = float(batch.xon_bytes.min()) if net.key_lossless.any() else math.inf
+        self._pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
+
+    def _rules(self) -> ParamBatch:
+        """The parameters as the DCQCN rules read them: one value per (row, flow column)."""
+        wide = self._rule_params
+        if wide is None or wide.rp_ai_rate.shape[1] != self.slots.capacity:
+            wide = self._rule_params = self.params.widened(self.slots.capacity)
+        return wide
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, until_us: float) -> None:
+        """Advance to ``until_us`` (whole steps; the step that crosses it is completed)."""
+        dt = self.config.dt_us
+        end = math.ceil(until_us / dt - 1e-9)
+        start_step = math.ceil(self.recorder.start_us / dt - 1e-9)
+        while self.t < end:
+            self._admit()
+            if self.baseline is None and self.t >= start_step:
+                self.baseline = self.snapshot()  # after admission: flows starting now are measured
+            # steady for a path's length, and then for the ring's depth: every emission a gather
+            # can still read is the steady one, so resuming after a jump needs no re-alignment
+            if self._calm_steps > self.slots.fill_steps + self.slots.depth and self._skip(end):
+                continue
+            self._step()
+
+    def drain(self, max_us: float) -> bool:
+        """Run until every flow has finished (True) or ``max_us`` is reached (False)."""
+        dt = self.config.dt_us
+        while self.t * dt < max_us:
+            if self._next is None and not self.active.any():
+                return True
+            self.run(min(max_us, (self.t + 64) * dt))
+        return self._next is None and not self.active.any()
+
+    def _step(self) -> None:
+        net, st, rec, p = self.net, self.slots, self.recorder, self._rules()
+        dt, t = self.config.dt_us, self.t
+        now = t * dt
+        B, F, K1 = self.batch, st.capacity, net.K + 1
+        phase = t % st.depth
+        ring = self.ring
+        arrived_b, arrived_m, delivered, delivered_m = ring.arrivals(phase)
+        self.backlog += arrived_b
+        self.marked += arrived_m
+        seen = self.pfc.seen(t)
+        # this step's emissions go to the ring slot written depth steps ago, read for the last time
+        emit_b, emit_m = ring.hop_bytes[phase], ring.hop_marks[phase]
+
+        # 1-2. switch egress: serve, mark at dequeue, forward
+        qlen = np.bincount(st.queue_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
+        standing = qlen
+        marking = False
+        if np.count_nonzero(qlen):
+            departed = self._serve(qlen, seen)
+            standing = qlen - departed
+            share = (departed / np.maximum(qlen, 1e-12)).take(st.queue_index)  # empty queue: 0 / tiny
+            out = np.multiply(self.backlog, share, out=emit_b)
+            out_m = np.multiply(self.marked, share, out=emit_m)
+            self.backlog -= out
+            self.marked -= out_m
+            # a byte leaving during the step saw, on average, what stays plus half of what leaves
+            seen_queue = standing + 0.5 * departed
+            if float(seen_queue.max()) > self._kmin_floor:
+                marking = True
+                mark = self._red(seen_queue)
+                out_m += (out - out_m) * mark.take(st.queue_index)
+        else:
+            departed = self._no_departures
+            emit_b.fill(0.0)
+            emit_m.fill(0.0)
+        rec.on_queues(now, dt, standing, departed)
+
+        # 3. receivers: CE marks -> NP -> CNPs on their way back
+        self.delivered += delivered
+        self.acc["rx_bytes"] += delivered
+        marked_any = bool(np.count_nonzero(delivered_m))
+        if marked_any:
+            ce = np.floor(delivered_m / MTU_BYTES + self._uniform(t))
+            self.acc["ecn_marked"] += ce
+            cnps = np_step(self.np_state, ce, dt, p)
+            if np.count_nonzero(cnps):
+                self.acc["cnp_sent"] += cnps
+                slot = (t + st.cnp_delay) % self.cnp_depth
+                self.cnp_ring.reshape(-1)[slot * (B * F) + st.cnp_base] += cnps
+                self._cnp_live = self.cnp_depth
+        else:
+            self.np_state.now_us += dt
+
+        # 4. senders: the RP handles arriving CNPs and its increase events, the NIC sends
+        cnp_in = self.zero_bf
+        if self._cnp_live:
+            self._cnp_live -= 1
+            arriving = self.cnp_ring[t % self.cnp_depth]
+            if np.count_nonzero(arriving):
+                cnp_in = arriving.copy()
+                arriving.fill(0.0)
+                self.acc["cnp_handled"] += cnp_in
+        sent = self._inject(seen)
+        rp_step(self.rp, cnp_in, sent, dt, p, st.line)
+        ring.nic_bytes[phase] = sent
+
+        # 5. PFC decisions and drops, on what stays in the buffers
+        self._pfc_and_drops(t, standing)
+        rec.on_pause(now, dt, seen)
+        rec.on_busy(now, self.busy_dt)
+        self.t = t + 1
+        self._finish_and_stop()
+        calm = not (marking or marked_any or self._cnp_live or self.pfc.live or np.count_nonzero(standing))
+        if calm and np.array_equal(sent, self._last_sent) and self._at_cap():
+            self._calm_steps += 1
+        else:
+            self._calm_steps = 0
+        self._last_sent = sent
+        self._last_departed = departed
+        if self._trace_steps and self.t % self._trace_steps == 0:
+            self.trace.append((self.t * dt, st.flow_id.copy(), self.delivered.copy()))
+
+    _cnp_live = 0
+
+    def _red(self, queue: np.ndarray) -> np.ndarray:
+        """:func:`cc.model.dcqcn.red_mark_probability` with the per-key ramp precomputed (same curve)."""
+        mark = ((queue - self._kmin_ramp) * self._slope).clip(0.0, self._pmax)
+        mark[queue > self._kmax] = 1.0
+        return mark
+
+    def _serve(self, qlen: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
+        """Bytes each egress queue sends this step: line rate, strict priority, nothing if paused."""
+        net = self.net
+        if net.P == 1:
+            departed = np.minimum(qlen, self._key_cap)
+            if seen is not None:
+                departed[seen] = 0.0
+            return departed
+        B, L, P = qlen.shape[0], net.n_links, net.P
+        budget = np.broadcast_to(net.link_cap_bytes, (B, L)).copy()
+        per_prio = qlen[:, :-1].reshape(B, L, P)
+        blocked = None if seen is None else seen[:, :-1].reshape(B, L, P)
+        out = np.zeros((B, L, P))
+        for pi in range(P):  # priorities are ordered highest first
+            take = np.minimum(per_prio[:, :, pi], budget)
+            if blocked is not None:
+                take[blocked[:, :, pi]] = 0.0
+            budget -= take
+            out[:, :, pi] = take
+        return np.concatenate((out.reshape(B, L * P), qlen[:, -1:]), axis=1)
+
+    def _inject(self, seen: np.ndarray | None) -> np.ndarray:
+        """Bytes each flow's NIC sends this step."""
+        st, dt = self.slots, self.config.dt_us
+        rate = np.minimum(self.rp.rc, st.demand)
+        rate *= self.active
+        if seen is not None:
+            rate *= ~seen.take(st.src_key_flat)
+        if self.shared_nic:
+            load = np.bincount(st.src_port_flat.reshape(-1), rate.reshape(-1), minlength=self.port_line.size)
+            rate *= np.minimum(1.0, self.port_line / np.maximum(load, 1e-9)).take(st.src_port_flat)
+        sent = np.minimum(rate * (dt / 8.0), self.owed)
+        self.owed -= sent
+        self.sent += sent
+        self.acc["tx_bytes"] += sent
+        return sent
+
+    def _pfc_and_drops(self, t: int, standing: np.ndarray) -> None:
+        st = self.slots
+        if self._any_lossy:
+            over = np.where(self._lossy, standing - self.config.lossy_buffer_bytes, 0.0)
+            if over.max() > 0:
+                ratio = np.divide(np.maximum(over, 0.0), standing, out=np.zeros_like(over), where=over > 0)
+                self._drop(ratio.take(st.queue_index))
+        if not self.pfc.live and float(standing.sum()) <= self._xon_floor:
+            return  # no ingress of any row can be above XON, and nothing is paused
+        B, K1 = self.batch, self.net.K + 1
+        occupancy = np.bincount(st.ingress_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
+        if not self.pfc.live and float(occupancy.max()) <= self._xon_floor:
+            return  # the same, per ingress: nothing to pause (pfc.paused is all clear) and no drops
+        paused = (occupancy > self._xoff) | (self.pfc.paused & (occupancy > self._xon))
+        beyond = occupancy - self._drop_above
+        if beyond.max() > 0:  # headroom exhausted: the lossless promise is broken
+            ratio = np.divide(np.maximum(beyond, 0.0), occupancy, out=np.zeros_like(beyond), where=beyond > 0)
+            self._drop(ratio.take(st.ingress_index))
+        self.pfc.decide(t, paused)
+
+    def _drop(self, ratio: np.ndarray) -> None:
+        """Drop ``ratio`` of every queued share; the sender re-sends the bytes (NAK, or timeout when
+        the loss hit a flow's tail and no later packet reveals the gap)."""
+        lost = self.backlog * ratio
+        self.backlog -= lost
+        self.marked -= self.marked * ratio
+        per_flow = lost.sum(axis=2)
+        hit = per_flow > 0
+        tail = hit & (self.owed <= 0)
+        self.sent -= per_flow
+        self.owed += per_flow
+        self.acc["out_of_sequence"] += np.ceil(per_flow / MTU_BYTES)
+        self.acc["nak"] += hit & ~tail
+        self.acc["timeouts"] += tail
+        self.recorder.on_drop(self.t * self.config.dt_us, per_flow.sum(axis=1))
+
+    def _at_cap(self) -> bool:
+        """Every live flow sends at its cap (RP at line rate or above its demand): rates cannot move."""
+        return bool(np.all((self.rp.rc >= self.slots.demand * (1 - 1e-9)) | ~self.active))
+
+    def _skip(self, end: int) -> bool:
+        """Jump over a calm stretch in closed form; False if fewer than two steps can be skipped."""
+        dt = self.config.dt_us
+        horizon = end
+        if self._next is not None:
+            horizon = min(horizon, math.floor(self._next.start_us / dt))
+        if self._next_stop < math.inf:
+            horizon = min(horizon, math.floor(self._next_stop / dt) - 1)
+        for edge in (self.recorder.start_us, self.recorder.stop_us):  # never jump across the window
+            edge_step = math.ceil(edge / dt) if math.isfinite(edge) else end
+            if self.t < edge_step:
+                horizon = min(horizon, edge_step)
+        if self._trace_steps:
+            horizon = min(horizon, (self.t // self._trace_steps + 1) * self._trace_steps - 1)
+        per_step = self._last_sent
+        sending = per_step > 0
+        if sending.any():  # stop before any flow runs out of bytes to send
+            left = float(np.min(self.owed[sending] / per_step[sending]))
+            if math.isfinite(left):
+                horizon = min(horizon, self.t + math.floor(left) - 1)
+        steps = horizon - self.t
+        if steps < 2:
+            self._calm_steps = 0
+            return False
+        span = steps * dt
+        moved = per_step * steps
+        self.sent += moved
+        self.delivered += moved  # links in steady state deliver what is sent
+        self.owed -= moved
+        self.acc["tx_bytes"] += moved
+        self.acc["rx_bytes"] += moved
+        rp_step(self.rp, self.zero_bf, moved, span, self._rules(), self.slots.line)
+        self.np_state.now_us += span
+        self.recorder.on_calm(self.t * dt, span, steps, self._last_departed, self.busy_dt / dt)
+        self.t += steps
+        return True

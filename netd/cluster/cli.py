@@ -1,0 +1,128 @@
+"""`netd fabric`: the cluster view. Reads every host's netd metrics from Prometheus and serves the
+cluster's topology, per-port/ToR/spine congestion and the scheduler extender. With no Prometheus
+configured it runs like `netd run` (this host's own counters) and every answer says so."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import uvicorn
+from pydantic import ValidationError
+
+from netd import __version__
+from netd.api.auth import load_token
+from netd.api.exposure import exposure_warning
+from netd.cluster.app import create_fabric_app
+from netd.cluster.metrics import FabricCollector
+from netd.cluster.view import FabricView
+from netd.config.service import ClusterConfig
+from netd.config.settings import Config
+from netd.congestion.host import scorer_from_config
+from netd.errors import ConfigError
+from netd.nccl.pins import PinAuthority
+from netd.nccl.routes import nccl_router
+
+__all__ = ["register", "serve_fabric"]
+
+log = logging.getLogger(__name__)
+NO_PROMETHEUS = (
+    "no Prometheus configured (cluster.prometheus_url): this is this host's own view, not the cluster's"
+)
+
+
+def _readiness(view: FabricView, interval_s: float) -> Callable[[], tuple[bool, dict[str, Any]]]:
+    def check() -> tuple[bool, dict[str, Any]]:
+        last = view.stats.last_ok
+        age = None if last is None else time.monotonic() - last
+        ready = age is not None and age < 3 * interval_s + 1.0
+        return ready, {
+            "last_refresh_age_s": age,
+            "prometheus": view.cfg.prometheus_url,
+            "error": view.stats.last_error,
+        }
+
+    return check
+
+
+def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning") -> int:
+    from netd.api.server import Server, bind, share_interpreter_lock  # the same listener rules as `netd run`
+
+    host, port = cfg.listen_address()
+    token_configured = load_token(cfg.api.token_file) is not None
+    sock = bind(host, port)
+    view = FabricView(cfg.cluster, scorer_from_config(cfg.congestion))
+    stop = threading.Event()
+    try:
+        view.refresh()  # first refresh before listening; a failure is reported, and retried
+        pins = nccl_router(
+            token=load_token(cfg.api.token_file),
+            authority=PinAuthority(window_s=cfg.nccl.pin_window, keep_s=cfg.nccl.keep_pins),
+        )
+        app = create_fabric_app(
+            view,
+            _readiness(view, cfg.cluster.refresh_interval),
+            FabricCollector(view),
+            cfg.scheduler,
+            routers=[pins],
+        )
+        server = Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
+        snap = view.current()
+        seen = f"{len(snap.topology.hosts)} hosts" if snap and snap.topology else "no data yet"
+        c = cfg.cluster
+        error = f"; {view.stats.last_error}" if view.stats.last_error else ""
+        print(
+            f"netd {__version__} fabric: the cluster view from {c.prometheus_url} ({seen}{error}).\n"
+            f"  Refresh every {c.refresh_interval:g} s; signals averaged over {c.window}.\n"
+            f"  Congestion: http://{host}:{port}/v1/congestion?scope=tor   Scheduler extender: "
+            f"http://{host}:{port}/scheduler",
+            file=out,
+            flush=True,
+        )
+        warning = exposure_warning(host, port, token_configured)
+        if warning:
+            print(warning, file=out, flush=True)
+        threading.Thread(target=view.run, args=(stop,), name="netd-fabric", daemon=True).start()
+        with share_interpreter_lock():  # the refresh thread re-scores the cluster beside the listener
+            server.run(sockets=[sock])
+        return 0
+    finally:
+        stop.set()
+        view.close()
+        sock.close()
+
+
+def _cmd_fabric(args: argparse.Namespace, cfg: Config) -> int:
+    if args.prometheus:
+        try:  # the flag obeys the same rules as cluster.prometheus_url
+            cluster = ClusterConfig.model_validate(
+                {**cfg.cluster.model_dump(), "prometheus_url": args.prometheus}
+            )
+        except ValidationError as exc:
+            raise ConfigError(f"--prometheus {args.prometheus!r}: {exc.errors()[0]['msg']}") from exc
+        cfg = cfg.model_copy(update={"cluster": cluster})
+    level = "info" if args.verbose else "warning"
+    if cfg.cluster.prometheus_url:
+        return serve_fabric(cfg, log_level=level)
+    from netd.commands.run import serve
+
+    print(f"netd fabric: {NO_PROMETHEUS}.", file=sys.stderr, flush=True)
+    return serve(cfg, log_level=level, view_note=NO_PROMETHEUS)
+
+
+def register(sub: Any, common: Callable[..., None]) -> None:
+    p = sub.add_parser(
+        "fabric",
+        help="the cluster view: congestion per ToR and spine from Prometheus; the scheduler extender",
+        description="Serve the cluster view: reads every host's netd metrics from Prometheus's HTTP API "
+        "(--prometheus or cluster.prometheus_url), scores each port, ToR and spine, and answers the "
+        "Kubernetes scheduler extender. Without Prometheus it serves this host's own view and says so.",
+    )
+    common(p)
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
+    p.set_defaults(handler=_cmd_fabric)

@@ -1,0 +1,215 @@
+"""The cluster view for ``netd fabric``: every host's ports from Prometheus, scored per port, ToR, spine.
+
+Each refresh (``cluster.refresh_interval``, 10 s) runs three instant queries:
+
+* ``netd_port_info`` — every host's ports with their ``host``, ``tor``, ``spine``, ``rail`` and
+  ``state`` labels (the cluster topology);
+* ``avg_over_time(netd_port_congestion_signal[<window>])`` — each port's four score inputs, averaged
+  over ``cluster.window`` (1m);
+* ``netd_port_pfc_stormed`` — each host's own PFC-storm flag;
+
+joined on (job, instance, device, port), and feeds the same scorer (:mod:`netd.congestion.scorer`) a
+host daemon uses, so a ToR's score here is the documented aggregate over *all* its hosts' ports.
+A failed refresh keeps the previous snapshot and says so in its note. Pod-group peers for the
+scheduler come from kube-state-metrics series in the same Prometheus (``kube_pod_labels`` joined
+with ``kube_pod_info``), cached per group for one refresh interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from netd.api.service_view import ClusterSnapshot
+from netd.config.service import ClusterConfig
+from netd.congestion.score import SIGNALS, Components
+from netd.congestion.scorer import CongestionScorer, ScoreInput
+from netd.errors import NetdError
+from netd.model.topology import PortPlacement, SourceNote, Switch, Topology
+from netd.sources.prometheus import PrometheusClient, Sample, promql_string
+from netd.topology.build import natural_key
+
+__all__ = ["FabricStats", "FabricView", "kube_label_name"]
+
+log = logging.getLogger(__name__)
+Key = tuple[str, str, str, str]  # job, instance, device, port
+
+
+def kube_label_name(label: str) -> str:
+    """kube-state-metrics' name for a Kubernetes label key: ``label_`` + the key with non-[a-zA-Z0-9_]
+    characters replaced by ``_``."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+@dataclass
+class FabricStats:
+    refreshes: int = 0
+    errors: int = 0
+    last_ok: float | None = None  # monotonic
+    last_duration_s: float = 0.0
+    last_error: str | None = None
+
+
+def _key(labels: Mapping[str, str]) -> Key:
+    return (
+        labels.get("job", ""),
+        labels.get("instance", ""),
+        labels.get("device", ""),
+        labels.get("port", ""),
+    )
+
+
+def _topology(info: list[Sample], now: float) -> Topology:
+    ports: list[PortPlacement] = []
+    tors: dict[str, set[str]] = {}
+    warnings: list[str] = []
+    for labels, _ in info:
+        tor, spine = labels.get("tor") or None, labels.get("spine") or None
+        rail = labels.get("rail", "")
+        p = PortPlacement(
+            host=labels.get("host") or labels.get("instance", ""),
+            device=labels.get("device", ""),
+            port=int(labels.get("port", "0") or 0),
+            netdev=labels.get("netdev") or None,
+            state=labels.get("state") or None,
+            link_layer=labels.get("link_layer") or None,
+            rail=int(rail) if rail.isdigit() else None,
+            tor=tor,
+            tor_port=None,
+            spine=spine,
+            placed_by="prometheus" if tor else "none",
+        )
+        ports.append(p)
+        for t in (tor or "").split("+"):
+            if t:
+                tors.setdefault(t, set()).update(s for s in (spine or "").split("+") if s)
+        if tor is None:
+            warnings.append(f"{p.host} {p.device}/{p.port}: no ToR label (its netd has no topology)")
+    ports.sort(key=lambda p: (p.host, natural_key(p.device), p.port))
+    spines = {s for ss in tors.values() for s in ss}
+    return Topology(
+        generated_at=now,
+        hosts=tuple(sorted({p.host for p in ports})),
+        ports=tuple(ports),
+        tors={t: Switch(t, "tor", spines=tuple(sorted(s))) for t, s in sorted(tors.items())},
+        spines={s: Switch(s, "spine") for s in sorted(spines)},
+        sources=(SourceNote("prometheus", True, "netd_port_info", len(ports)),),
+        warnings=tuple(warnings),
+    )
+
+
+class FabricView:
+    """A :class:`~netd.api.service_view.ServiceView` over Prometheus."""
+
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        scorer: CongestionScorer,
+        client: PrometheusClient | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.cfg = cfg
+        self.scorer = scorer
+        self.client = client or PrometheusClient(cfg.prometheus_url, cfg.query_timeout)
+        self._clock = clock
+        self._snapshot: ClusterSnapshot | None = None
+        self._peers: dict[tuple[str, str], tuple[float, Mapping[str, int] | None]] = {}
+        self.stats = FabricStats()
+
+    def current(self) -> ClusterSnapshot | None:
+        return self._snapshot
+
+    def refresh(self) -> ClusterSnapshot | None:
+        t0 = time.monotonic()
+        self.stats.refreshes += 1
+        try:
+            info = self.client.query("netd_port_info")
+            signals = self.client.query(f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}])")
+            stormed = self.client.query("netd_port_pfc_stormed")
+        except NetdError as exc:
+            self.stats.errors += 1
+            self.stats.last_error = str(exc)
+            log.warning("fabric refresh failed: %s", exc)
+            old = self._snapshot
+            if old is not None:
+                note: str | None = (
+                    f"Prometheus query failed ({exc}); serving data from {time.ctime(old.timestamp)}"
+                )
+                self._snapshot = ClusterSnapshot(
+                    "fabric", old.timestamp, old.emulated, old.topology, old.congestion, note
+                )
+            return self._snapshot
+        now = self._clock()
+        by_port: dict[Key, dict[str, float]] = {}
+        for labels, value in signals:
+            if labels.get("signal") in SIGNALS:
+                by_port.setdefault(_key(labels), {})[labels["signal"]] = value
+        storms = {_key(labels) for labels, value in stormed if value >= 1}
+        topology = _topology(info, now)
+        inputs = []
+        for labels, _ in info:
+            sig = by_port.get(_key(labels), {})
+            rail = labels.get("rail", "")
+            comps = Components(**{s: sig.get(s) for s in SIGNALS})
+            inputs.append(
+                ScoreInput(
+                    host=labels.get("host") or labels.get("instance", ""),
+                    device=labels.get("device", ""),
+                    port=int(labels.get("port", "0") or 0),
+                    components=comps,
+                    up=labels.get("state", "ACTIVE") in ("ACTIVE", ""),
+                    netdev=labels.get("netdev") or None,
+                    tor=labels.get("tor") or None,
+                    spine=labels.get("spine") or None,
+                    rail=int(rail) if rail.isdigit() else None,
+                    storm_events=_key(labels) in storms,
+                )
+            )
+        report = self.scorer.update(inputs, now)
+        emulated = any(labels.get("emulated") == "true" for labels, _ in info)
+        note = None if info else f"Prometheus at {self.cfg.prometheus_url} has no netd_port_info series yet"
+        self._snapshot = ClusterSnapshot("fabric", now, emulated, topology, report, note)
+        self.stats.last_ok = time.monotonic()
+        self.stats.last_duration_s = self.stats.last_ok - t0
+        self.stats.last_error = None
+        return self._snapshot
+
+    def peers(self, label: str, group: str) -> Mapping[str, int] | None:
+        """Nodes running pods of ``group`` (kube-state-metrics needs ``--metric-labels-allowlist`` for
+        the label); None when Prometheus cannot say."""
+        key = (label, group)
+        cached = self._peers.get(key)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.cfg.refresh_interval:
+            return cached[1]
+        query = (
+            f'count by (node) ({self.cfg.pod_info_metric}{{node!=""}} * on (namespace, pod) group_left() '
+            f"{self.cfg.pod_labels_metric}{{{kube_label_name(label)}={promql_string(group)}}})"
+        )
+        try:
+            # on the scheduler's request path: never wait long (kube-scheduler gives extenders 5 s)
+            rows = self.client.query(query, timeout_s=min(self.cfg.query_timeout, 1.0))
+            found: Mapping[str, int] | None = {
+                labels["node"]: int(v) for labels, v in rows if labels.get("node")
+            }
+        except NetdError as exc:
+            log.warning("pod-group peers of %s=%s unavailable: %s", label, group, exc)
+            found = None
+        if len(self._peers) > 4096:  # many short-lived groups must not grow memory
+            self._peers.clear()
+        self._peers[key] = (now, found)
+        return found
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.cfg.refresh_interval):
+            try:
+                self.refresh()
+            except Exception:  # the service outlives one bad refresh
+                log.exception("fabric refresh raised")
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,92 @@
+"""The ``[detect]`` configuration section: thresholds and windows of every detector, with units.
+
+Flat on purpose, so each key has a ``NETD_DETECT_<KEY>`` environment override (netd.config.settings only
+maps one level of sections). Level thresholds are ``(busy, congested, severe)`` triples. Defaults
+and the reasoning behind them are in docs/detection.md; keys and units in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["LEVELS", "DetectConfig", "Level"]
+
+Level = Literal["ok", "busy", "congested", "severe"]
+LEVELS: tuple[Level, ...] = ("ok", "busy", "congested", "severe")
+
+Triple = tuple[float, float, float]
+
+
+class DetectConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    # The PFC fast path: pause/priority counters (ethtool) read this often between ticks; 0 = only
+    # at ticks. Each mlx5 statistics read costs firmware commands: see docs/detection.md.
+    fast_interval: float = Field(0.1, ge=0, le=1.0, description="seconds")
+    max_gap: float = Field(5.0, gt=0, description="seconds; longer sample intervals are not judged")
+    history: int = Field(500, ge=0, le=100_000, description="resolved findings kept for the API")
+    # A finding that returns within this many seconds of resolving is reopened (same id, not counted
+    # again) instead of opened anew; 0 = every return is a new finding (each episode has its own times).
+    reopen_window: float = Field(0.0, ge=0, le=3600, description="seconds")
+    netlink: bool = True  # carrier and speed events from the kernel (hardware fabric only)
+
+    # PFC storm, SONiC PFC-watchdog semantics (detection 200 ms, restoration 2 x detection)
+    pfc_detection_time: float = Field(0.2, gt=0, le=60)
+    pfc_restoration_time: float = Field(0.4, gt=0, le=600)
+    pfc_pause_fraction: float = Field(0.8, gt=0, le=1)
+    pfc_tx_progress_packets: int = Field(0, ge=0, description="packets per sample still counted as none")
+    pause_storm_event_hold: float = Field(10.0, gt=0, description="seconds a NIC storm event stays open")
+
+    # congestion levels per port: (busy, congested, severe)
+    congestion_ce_fraction: Triple = (0.0005, 0.002, 0.05)
+    congestion_cnp_per_packet: Triple = (0.0002, 0.001, 0.02)
+    congestion_min_rx_pps: float = Field(1000.0, ge=0, description="packets/s; below, fractions are noise")
+    congestion_finding_level: Literal["busy", "congested", "severe"] = "congested"
+    congestion_exit_ratio: float = Field(0.5, gt=0, le=1)
+    congestion_exit_ticks: int = Field(3, ge=1, le=100)
+
+    # congestion spreading: paused heavily while the port's own ECN/CNP signals stay low
+    spreading_pause_fraction: float = Field(0.2, gt=0, le=1)
+    spreading_max_ce_fraction: float = Field(0.0005, ge=0, le=1)
+    spreading_max_cnp_per_packet: float = Field(0.001, ge=0, le=1)
+    spreading_exit_ticks: int = Field(2, ge=1, le=100)
+
+    # loss in a lossless fabric (events/s summed over the loss counters)
+    loss_min_rate: float = Field(1.0, ge=0)
+    loss_critical_rate: float = Field(1000.0, gt=0)
+    loss_quiet_time: float = Field(5.0, ge=0, description="seconds without loss before resolving")
+
+    # link health
+    link_flap_window: float = Field(30.0, gt=0, description="seconds a carrier loss keeps a flap open")
+    link_flap_critical: int = Field(3, ge=1, description="carrier losses in the window that are critical")
+    link_down_ticks: int = Field(2, ge=1, le=100)
+
+    # counters
+    stall_min_link_fraction: float = Field(0.05, gt=0, le=1)
+    stall_min_interval: float = Field(0.25, gt=0, description="seconds; shorter samples hit driver caches")
+    read_error_quiet_ticks: int = Field(3, ge=1, le=100)
+
+    # change point on each port's own CNP history (robust median / MAD)
+    baseline_window: int = Field(300, ge=10, le=100_000, description="ticks")
+    baseline_min_samples: int = Field(60, ge=5, description="ticks before judging")
+    baseline_z: float = Field(6.0, gt=0)
+    baseline_min_rate: float = Field(200.0, ge=0, description="CNPs/s a rise must exceed")
+    baseline_persist_ticks: int = Field(2, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _check(self) -> DetectConfig:
+        for name in ("congestion_ce_fraction", "congestion_cnp_per_packet"):
+            busy, congested, severe = getattr(self, name)
+            if not 0 <= busy <= congested <= severe:
+                raise ValueError(
+                    f"{name} must be ascending (busy, congested, severe), got {getattr(self, name)}"
+                )
+        if self.baseline_min_samples > self.baseline_window:
+            raise ValueError("baseline_min_samples must not exceed baseline_window")
+        return self
+
+    def level_index(self, level: Level) -> int:
+        return LEVELS.index(level)

@@ -1,0 +1,201 @@
+"""netd's configuration: one TOML file, then ``NETD_*`` environment overrides.
+
+Precedence (last wins): built-in defaults < the TOML file < environment <
+command-line flags (the CLI passes those as ``overrides``).
+
+Environment variables are named ``NETD_<KEY>`` for top-level keys and
+``NETD_<SECTION>_<KEY>`` for keys in a section, e.g. ``NETD_INTERVAL=2``,
+``NETD_ETHTOOL_BACKEND=files``, ``NETD_RDMA_EXCLUDE=mlx5_4,mlx5_5`` (lists are
+comma-separated). Every problem is reported as a :class:`ConfigError` naming the
+key, the bad value, what is allowed, and where the value came from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from netd.config.bpf import BpfConfig
+from netd.config.detect import DetectConfig
+from netd.config.nccl import NcclConfig
+from netd.config.service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
+from netd.config.tuning import TuningConfig
+from netd.errors import ConfigError
+
+__all__ = ["DEFAULT_CONFIG_PATH", "Config", "load_config"]
+
+DEFAULT_CONFIG_PATH = Path("/etc/netd/netd.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RdmaConfig(_Section):
+    include: tuple[str, ...] = ("*",)  # fnmatch patterns on RDMA device names
+    exclude: tuple[str, ...] = ()
+    rescan_interval: float = Field(30.0, gt=0, description="seconds between re-listing counter files")
+
+
+class EthtoolConfig(_Section):
+    enabled: bool = True
+    # auto: ioctls when sysfs_root is /sys, else `ethtool -S` captures under <sysfs_root>/ethtool/
+    backend: Literal["auto", "ioctl", "files"] = "auto"
+    include: tuple[str, ...] = ("*",)  # fnmatch patterns on netdev names
+    exclude: tuple[str, ...] = ()
+
+
+class VerbsConfig(_Section):
+    enabled: bool = True
+
+
+class EmulatorConfig(_Section):
+    tors: int = Field(2, ge=1, le=16)
+    hosts_per_tor: int = Field(4, ge=2, le=32)
+    ports_per_host: int = Field(2, ge=1, le=8)
+    link_gbps: float = Field(200.0, gt=0, le=1600)
+    seed: int = 0
+    host_index: int = Field(0, ge=0, description="which emulated host this daemon reads")
+    # Fabric time simulated per tick; counters are scaled up to the tick's wall time
+    # so the emulator costs a few percent of a core (see docs/emulated-fabric.md).
+    sim_ms_per_tick: float = Field(50.0, gt=0, le=1000)
+    state_dir: Path | None = None  # default: /run/netd/emulated as root, else a per-user temp dir
+    # The fabric simulation runs in a child process (netd.emulated.child) so that its numpy work
+    # never holds the daemon's interpreter lock while the API answers; true keeps it in-process
+    # (debugging, or code that reaches into the model).
+    in_process: bool = False
+
+
+class ApiConfig(_Section):
+    # Bearer token for mutating endpoints (tuner apply/rollback, hint pins): the first line of this
+    # file, or $NETD_API_TOKEN. Without one, mutating endpoints answer 403.
+    token_file: Path | None = None
+
+
+class Config(_Section):
+    # mlx5 ethtool reads cost firmware commands (PPCNT per priority and group): keep >= 1 s on real hosts.
+    interval: float = Field(1.0, ge=0.1, le=3600, description="seconds between ticks")
+    listen: str = "127.0.0.1:9469"
+    sysfs_root: Path = Path("/sys")
+    fabric: Literal["auto", "hardware", "emulated"] = "auto"
+    host: str = ""  # host label; default: the machine's hostname
+    rdma: RdmaConfig = RdmaConfig()
+    ethtool: EthtoolConfig = EthtoolConfig()
+    verbs: VerbsConfig = VerbsConfig()
+    emulator: EmulatorConfig = EmulatorConfig()
+    api: ApiConfig = ApiConfig()
+    topology: TopologyConfig = TopologyConfig()
+    congestion: CongestionConfig = CongestionConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    detect: DetectConfig = DetectConfig()  # anomaly detection: thresholds and windows (docs/detection.md)
+    bpf: BpfConfig = BpfConfig()
+    nccl: NcclConfig = NcclConfig()  # NCCL tuner plugin socket, pins and hints (docs/nccl.md)
+    tuning: TuningConfig = TuningConfig()  # DCQCN tuner and parameter applier (docs/tuning.md)
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, v: str) -> str:
+        split_listen(v)
+        return v
+
+    def listen_address(self) -> tuple[str, int]:
+        return split_listen(self.listen)
+
+
+def split_listen(value: str) -> tuple[str, int]:
+    """'HOST:PORT' (IPv6 as '[::1]:9469') → (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:9469, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _sections() -> dict[str, type[BaseModel]]:
+    out: dict[str, type[BaseModel]] = {}
+    for name, f in Config.model_fields.items():
+        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+            out[name] = f.annotation
+    return out
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    sections = _sections()
+    out: dict[str, Any] = {}
+    for key in Config.model_fields:
+        if key in sections:
+            for sub, f in sections[key].model_fields.items():
+                var = f"NETD_{key}_{sub}".upper()
+                if var in environ:
+                    out.setdefault(key, {})[sub] = _env_value(environ[var], f.annotation)
+        else:
+            var = f"NETD_{key}".upper()
+            if var in environ:
+                out[key] = environ[var]
+    return out
+
+
+def _env_value(text: str, annotation: Any) -> Any:
+    if getattr(annotation, "__origin__", None) is tuple:
+        return tuple(x.strip() for x in text.split(",") if x.strip())
+    return text
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = _merge(dict(out[k]), v)
+        else:
+            out[k] = v
+    return out
+
+
+def _describe(err: ValidationError, origin: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown key `{key}` ({origin})")
+        else:
+            lines.append(f"`{key}`: {e['msg']} (got {e.get('input')!r}; {origin})")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_config(
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Defaults < file < environment < overrides.
+
+    ``path=None`` uses $NETD_CONFIG, else /etc/netd/netd.toml when it exists, else no file.
+    """
+    environ = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    origin = "defaults"
+    if path is None and environ.get("NETD_CONFIG"):
+        path = Path(environ["NETD_CONFIG"])
+    elif path is None and DEFAULT_CONFIG_PATH.is_file():
+        path = DEFAULT_CONFIG_PATH
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text())
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        origin = f"from {path}"
+    env = _env_overrides(environ)
+    if env:
+        origin += " + NETD_* environment"
+    data = _merge(_merge(data, env), overrides or {})
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origin)) from exc

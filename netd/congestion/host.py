@@ -1,0 +1,95 @@
+"""This host's scorer inputs: one :class:`ScoreInput` per RDMA port, from an observation and a topology.
+
+It sits beside :mod:`netd.series.port_signals` (same layer): it reads the per-second signals of each port and
+turns them into the four ratios of :mod:`netd.congestion.score`, and labels each port with its ToR, spine and
+rail from the topology.
+"""
+
+from __future__ import annotations
+
+from netd.config.service import CongestionConfig
+from netd.congestion.score import Components, Ramp, ScoreModel
+from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
+from netd.detect.findings import AnomalyState
+from netd.detect.pfc import KIND_PAUSE_STORM, KIND_PFC_STORM
+from netd.model.topology import Topology
+from netd.series.port_signals import PortSignals, port_signals
+from netd.series.tracker import NetdevView, Observation, PortView
+from netd.vocabulary.ethtool_names import parse_signals
+
+__all__ = ["components", "host_inputs", "scorer_from_config"]
+
+
+def _ratio(events: float | None, packets: float | None) -> float | None:
+    if events is None:
+        return None
+    if not packets:
+        return 1.0 if events > 0 else 0.0  # errors on an idle port are not diluted by traffic
+    return events / packets
+
+
+def components(view: PortView, signals: PortSignals) -> Components:
+    rx_pkts, tx_pkts = view.rate("rx_packets"), view.rate("tx_packets")
+    packets = None if rx_pkts is None and tx_pkts is None else (rx_pkts or 0.0) + (tx_pkts or 0.0)
+    pauses = [f for pp in signals.pfc for f in (pp.rx_pause_fraction, pp.tx_pause_fraction) if f is not None]
+    loss_events = [x for x in (signals.errors_per_s, signals.retransmits_per_s) if x is not None]
+    return Components(
+        ce_fraction=signals.ce_fraction,
+        cnp_per_packet=None
+        if signals.cnp_handled_per_s is None
+        else _ratio(signals.cnp_handled_per_s, tx_pkts),
+        pause_fraction=max(pauses) if pauses else None,
+        loss_per_packet=_ratio(sum(loss_events), packets) if loss_events else None,
+    )
+
+
+def _storm_events(netdev: NetdevView | None) -> bool:
+    if netdev is None or not netdev.rates:
+        return False
+    sig = parse_signals(netdev.rates)
+    return bool(sig.pause_storm_error_events)
+
+
+def _stormed_ports(anomalies: AnomalyState | None) -> set[tuple[str | None, int | None]]:
+    """Ports with an open PFC-storm or pause-storm finding from the detectors (netd.detect)."""
+    if anomalies is None:
+        return set()
+    storms = (KIND_PFC_STORM, KIND_PAUSE_STORM)
+    return {(f.scope.device, f.scope.port) for f in anomalies.active if f.kind in storms}
+
+
+def host_inputs(
+    obs: Observation, topology: Topology | None, anomalies: AnomalyState | None = None
+) -> list[ScoreInput]:
+    host = obs.snapshot.host
+    stormed = _stormed_ports(anomalies)
+    out = []
+    for v in obs.ports:
+        p = v.sample
+        netdev = obs.netdev(p.netdev)
+        place = topology.placement(p.device, p.port) if topology is not None else None
+        out.append(
+            ScoreInput(
+                host=host,
+                device=p.device,
+                port=p.port,
+                components=components(v, port_signals(v, netdev)),
+                up=p.state is None or p.up,
+                netdev=p.netdev,
+                tor=place.tor if place else None,
+                spine=place.spine if place else None,
+                rail=place.rail if place else None,
+                storm_events=_storm_events(netdev) or (p.device, p.port) in stormed,
+            )
+        )
+    return out
+
+
+def scorer_from_config(c: CongestionConfig) -> CongestionScorer:
+    """The scorer with the configured ramps and levels (weights are fixed by the documented formula)."""
+    ramps = {
+        name: Ramp(*getattr(c, name))
+        for name in ("ce_fraction", "cnp_per_packet", "pause_fraction", "loss_per_packet")
+    }
+    levels = Levels(c.busy, c.congested, c.severe, c.margin, c.hold_ticks, c.alpha, c.storm_pause_fraction)
+    return CongestionScorer(ScoreModel(ramps=ramps), levels)

@@ -1,0 +1,248 @@
+"""From observations and ethtool samples to detector inputs (netd.detect.inputs).
+
+Part of the composition layer: it may read the series layer and the ethtool name parser, which the
+detectors themselves may not import (docs/architecture.md, Layers). Two things it adds beyond a conversion:
+
+* **Exact ethtool deltas with resets recognised.** The series layer's netdev rates count a statistic
+  that went backwards as "everything since the reset"; a driver reload would then look like a burst
+  of pause or discards. Here a 64-bit statistic that decreased gives *no* delta (unknown).
+* **Two independent cadences.** The tick path (everything, once per tick) and the PFC path (pause and
+  priority counters, at every tick and every fast-path sample) each keep their own previous sample,
+  and a netdev missing from the previous sample of its path gets no delta rather than one that spans
+  a longer interval than the input says.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
+from netd.model.snapshot import EthtoolSample, PortSample, frozen_map
+from netd.series.tracker import Observation, PortView
+from netd.vocabulary.ethtool_names import parse_signals
+
+__all__ = ["DetectFeed", "NETDEV_SCALARS", "NetdevDeltas"]
+
+# ethtool scalars that detectors read (besides the per-priority ones parse_signals understands)
+NETDEV_SCALARS = (
+    "link_down_events_phy",
+    "rx_discards_phy",
+    "rx_vport_rdma_unicast_bytes",
+    "tx_vport_rdma_unicast_bytes",
+)
+_RELEVANT = re.compile(
+    r"(?:rx|tx)_prio[0-7]_(?:pause|pause_duration|pause_transition|packets|discards)"
+    r"|tx_pause_storm_(?:warning|error)_events|" + "|".join(NETDEV_SCALARS)
+)
+
+
+class NetdevDeltas:
+    """Per-netdev deltas between consecutive samples of one path."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self._prev: dict[str, tuple[int, Mapping[str, int]]] = {}
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def _relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
+        key = tuple(stats)
+        names = self._names.get(key)
+        if names is None:
+            if len(self._names) > 64:  # names change only when PFC is reconfigured
+                self._names.clear()
+            names = self._names[key] = tuple(n for n in key if _RELEVANT.fullmatch(n))
+        return names
+
+    def has_pfc(self, stats: Mapping[str, int]) -> bool:
+        return any(n.endswith("_pause") for n in self._relevant(stats))
+
+    def update(self, samples: Mapping[str, EthtoolSample]) -> dict[str, tuple[_Layout, dict[str, float]]]:
+        """Netdev -> (what its names mean, deltas of the relevant stats) for netdevs that were in the
+        previous sample of this path too."""
+        self._seq += 1
+        out: dict[str, tuple[_Layout, dict[str, float]]] = {}
+        for netdev, sample in samples.items():
+            stats = sample.stats
+            prev = self._prev.get(netdev)
+            if prev is not None and prev[0] == self._seq - 1:
+                old, names = prev[1], self._relevant(stats)
+                deltas = {n: float(stats[n] - old[n]) for n in names if n in old and stats[n] >= old[n]}
+                out[netdev] = (_layout(names), deltas)
+            self._prev[netdev] = (self._seq, stats)
+        for gone in [n for n, (seq, _) in self._prev.items() if seq != self._seq]:
+            del self._prev[gone]
+        return out
+
+
+# PriorityCounters field -> (EthtoolSignals field, direction)
+_FIELDS = (
+    ("rx_pause_frames", "pause_frames", "rx"),
+    ("rx_pause_us", "pause_duration_us", "rx"),
+    ("tx_pause_frames", "pause_frames", "tx"),
+    ("tx_pause_us", "pause_duration_us", "tx"),
+    ("rx_pause_transitions", "pause_transitions", "rx"),
+    ("tx_packets", "packets", "tx"),
+    ("rx_packets", "packets", "rx"),
+    ("rx_discards", "discards", "rx"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Which stat feeds which field, learnt once per name set by letting parse_signals classify the
+    names (values are the names' positions), so the per-sample work is dictionary lookups."""
+
+    priorities: tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
+    storm_warning: str | None
+    storm_error: str | None
+
+    def read(
+        self, deltas: Mapping[str, float]
+    ) -> tuple[tuple[PriorityCounters, ...], float | None, float | None]:
+        prios = tuple(
+            PriorityCounters(p, **{f: deltas.get(n) for f, n in fields}) for p, fields in self.priorities
+        )
+        warn = None if self.storm_warning is None else deltas.get(self.storm_warning)
+        err = None if self.storm_error is None else deltas.get(self.storm_error)
+        return prios, warn, err
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(names: tuple[str, ...]) -> _Layout:
+    probe = parse_signals({n: float(i) for i, n in enumerate(names)})
+    prios = []
+    for p in probe.active_priorities:
+        fields = []
+        for field, signal, direction in _FIELDS:
+            index = getattr(probe, signal).get((direction, p))
+            if index is not None:
+                fields.append((field, names[int(index)]))
+        prios.append((p, tuple(fields)))
+
+    def name(index: float | None) -> str | None:
+        return None if index is None else names[int(index)]
+
+    return _Layout(tuple(prios), name(probe.pause_storm_warning_events), name(probe.pause_storm_error_events))
+
+
+_NONE = _Layout((), None, None)
+
+
+def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
+    """Vocabulary name -> delta; first reading per name wins (PMA before hw_counters). Saturated
+    counters have no known delta and are left out; so is everything on a port where one reset."""
+    out: dict[str, float] = {}
+    if dt is None or view.resets:
+        # Counters that went backwards mean a device or driver reset; a 32-bit q-counter that reset
+        # from high up is indistinguishable from a wrap on its own, so nothing of this port is trusted
+        # for this tick.
+        return out
+    unknown = view.saturated
+    seen: set[str] = set()
+    for raw, c in view.sample.counters.items():
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        rate = view.rates.get(raw)
+        if rate is not None and raw not in unknown:
+            out[c.name] = rate * dt
+    return out
+
+
+class DetectFeed:
+    def __init__(self) -> None:
+        self._tick = NetdevDeltas()
+        self._pfc = NetdevDeltas()
+        self._ports: tuple[PortSample, ...] = ()  # the last tick's ports: netdev -> RDMA port for PFC
+        self._last_pfc: float | None = None
+        self.host = ""
+
+    def pfc_netdevs(self) -> list[str]:
+        """Netdevs of RDMA ports that had per-priority pause counters at the last tick: what the fast
+        path reads (a netdev without PFC has nothing for it)."""
+        return list(self._pfc_netdevs)
+
+    _pfc_netdevs: tuple[str, ...] = ()
+
+    def tick_input(self, obs: Observation, link_changes: Iterable[LinkChange] = ()) -> DetectInput:
+        snap = obs.snapshot
+        self.host = snap.host
+        deltas = self._tick.update(snap.ethtool)
+        self._ports = snap.ports
+        rdma_netdevs = {p.netdev for p in snap.ports}
+        self._pfc_netdevs = tuple(
+            sorted(n for n, s in snap.ethtool.items() if n in rdma_netdevs and self._tick.has_pfc(s.stats))
+        )
+        ports = []
+        for v in obs.ports:
+            p = v.sample
+            layout, eth = deltas.get(p.netdev or "", (_NONE, {}))
+            prios, warn, err = layout.read(eth)
+            ports.append(
+                PortInput(
+                    device=p.device,
+                    port=p.port,
+                    netdev=p.netdev,
+                    state=p.state,
+                    phys_state=p.phys_state,
+                    rate_gbps=p.rate_gbps,
+                    counters=frozen_map(_counter_deltas(v, obs.interval_s)),
+                    netdev_counters=frozen_map({n: eth[n] for n in NETDEV_SCALARS if n in eth}),
+                    priorities=prios,
+                    storm_warning_events=warn,
+                    storm_error_events=err,
+                    saturated=frozenset(v.saturated),
+                    read_errors=p.read_errors,
+                )
+            )
+        failed = {s.source: s.error or "failed" for s in snap.sources if not s.ok}
+        return DetectInput(
+            InputPath.TICK,
+            snap.host,
+            snap.monotonic,
+            snap.timestamp,
+            obs.interval_s,
+            tuple(ports),
+            tuple(link_changes),
+            frozen_map(failed),
+        )
+
+    def pfc_input(
+        self,
+        samples: Mapping[str, EthtoolSample],
+        monotonic: float,
+        timestamp: float,
+        link_changes: Sequence[LinkChange] = (),
+    ) -> DetectInput:
+        dt = None if self._last_pfc is None else monotonic - self._last_pfc
+        self._last_pfc = monotonic
+        deltas = self._pfc.update(samples)
+        ports = []
+        for p in self._ports:
+            got = deltas.get(p.netdev or "")
+            if got is None:
+                continue
+            prios, warn, err = got[0].read(got[1])
+            ports.append(
+                PortInput(
+                    device=p.device,
+                    port=p.port,
+                    netdev=p.netdev,
+                    rate_gbps=p.rate_gbps,
+                    priorities=prios,
+                    storm_warning_events=warn,
+                    storm_error_events=err,
+                )
+            )
+        return DetectInput(
+            InputPath.PFC,
+            self.host,
+            monotonic,
+            timestamp,
+            dt if dt and dt > 0 else None,
+            tuple(ports),
+            tuple(link_changes),
+        )

@@ -1,0 +1,207 @@
+"""Anomaly detection inside the daemon: feed, engine, PFC fast path, link events and log lines.
+
+The daemon (composition root) calls :meth:`Detection.on_observation` after every tick and
+:meth:`Detection.fast_sample` between ticks when the fast path is on; both return the engine's
+published :class:`~netd.detect.findings.AnomalyState` with the fast path's own cost added.
+
+The fast path reads only the netdevs that carry PFC counters (``ETHTOOL_GSTATS`` through the same
+reader as the tick, or the captures of an emulated host), so per-priority pause is judged every
+``[detect] fast_interval`` while everything else is sampled once per tick. Its CPU time (thread
+time: the read, the deltas and the evaluation) is measured and exported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from netd.config.detect import DetectConfig
+from netd.config.settings import Config
+from netd.detect.engine import DetectionEngine
+from netd.detect.feed import DetectFeed
+from netd.detect.findings import AnomalyState, FindingEvent, Severity
+from netd.detect.inputs import LinkChange
+from netd.errors import SourceError
+from netd.model.snapshot import EthtoolSample
+from netd.series.tracker import Observation
+from netd.sources.collect import Sampler
+from netd.sources.netlink_events import LinkEvent, LinkMonitor
+
+__all__ = ["Detection", "PfcReader", "build_detection", "log_line", "wait_running_fast_path"]
+
+log = logging.getLogger("netd.anomalies")
+PfcReader = Callable[[Sequence[str]], Mapping[str, EthtoolSample]]
+
+
+def _quote(value: object) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "=\\'):
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def log_line(event: FindingEvent) -> str:
+    """One logfmt line per lifecycle step: ``event=anomaly_opened id=… kind=… severity=… …``."""
+    f = event.finding
+    fields: dict[str, Any] = {
+        "event": f"anomaly_{event.action}",
+        "id": f.id,
+        "kind": f.kind,
+        "severity": f.severity.value,
+        **f.scope.as_dict(),
+    }
+    if event.action == "resolved":
+        fields.update(duration_s=round(f.duration_s, 3), resolution=f.resolution)
+    else:
+        fields["explanation"] = f.explanation
+    return " ".join(f"{k}={_quote(v)}" for k, v in fields.items() if v is not None)
+
+
+def _level(event: FindingEvent) -> int:
+    sev = event.finding.peak_severity if event.action == "resolved" else event.finding.severity
+    if sev is Severity.INFO:
+        return logging.INFO
+    if sev is Severity.CRITICAL and event.action != "resolved":
+        return logging.ERROR
+    return logging.WARNING
+
+
+def _change(e: LinkEvent) -> LinkChange:
+    return LinkChange(e.netdev, e.monotonic, e.carrier, e.operstate, e.speed_mbps, e.removed)
+
+
+class Detection:
+    def __init__(
+        self,
+        cfg: DetectConfig,
+        host: str,
+        pfc_reader: PfcReader | None = None,
+        links: LinkMonitor | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        listener: Callable[[FindingEvent], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.engine = DetectionEngine(cfg, host)
+        self.feed = DetectFeed()
+        self.feed.host = host
+        self.pfc_reader = pfc_reader
+        self.links = links
+        self._clock = clock
+        self._wall = wall
+        self._listener = listener  # sees every lifecycle event (the benchmark scores them)
+        self._fast_samples = 0
+        self._fast_cpu = 0.0
+        self._state = self._with_costs(self.engine.state())
+
+    @property
+    def fast_interval_s(self) -> float:
+        """Seconds between fast-path samples; 0 when off (no reader, or configured off)."""
+        return self.cfg.fast_interval if self.pfc_reader is not None else 0.0
+
+    def state(self) -> AnomalyState:
+        return self._state
+
+    def on_observation(self, obs: Observation) -> AnomalyState:
+        """A tick: the PFC input from the tick's ethtool sample first (so a storm is known before the
+        tick-path detectors judge the same second), then the tick input."""
+        tick = self.feed.tick_input(obs)
+        snap = obs.snapshot
+        pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
+        self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
+        return self._publish()
+
+    def fast_sample(self) -> AnomalyState:
+        start = time.thread_time()
+        netdevs = self.feed.pfc_netdevs()
+        if self.pfc_reader is not None and netdevs:
+            try:
+                samples = self.pfc_reader(netdevs)
+            except Exception:  # the tick will report the source; the fast path just skips a beat
+                log.debug("fast-path read failed", exc_info=True)
+                samples = {}
+            inp = self.feed.pfc_input(samples, self._clock(), self._wall(), self._link_changes())
+            self._emit(self.engine.evaluate(inp))
+        self._fast_samples += 1
+        self._fast_cpu += time.thread_time() - start
+        return self._publish()
+
+    def close(self) -> None:
+        if self.links is not None:
+            self.links.close()
+
+    def _link_changes(self) -> list[LinkChange]:
+        return [] if self.links is None else [_change(e) for e in self.links.drain()]
+
+    def _emit(self, events: list[FindingEvent]) -> None:
+        for event in events:
+            log.log(logging.INFO if event.action == "deescalated" else _level(event), log_line(event))
+            if self._listener is not None:
+                self._listener(event)
+
+    def _with_costs(self, state: AnomalyState) -> AnomalyState:
+        return dataclasses.replace(
+            state,
+            fast_interval_s=self.fast_interval_s,
+            fast_samples=self._fast_samples,
+            fast_cpu_seconds=self._fast_cpu,
+        )
+
+    def _publish(self) -> AnomalyState:
+        self._state = self._with_costs(self.engine.state())
+        return self._state
+
+
+def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detection | None:
+    """Detection for the daemon: the fast path reads through the collector's own ethtool source (same
+    thread, same descriptors); netlink link events only on a real /sys (emulated and captured hosts
+    have netdev names the kernel does not know)."""
+    d = cfg.detect
+    if not d.enabled:
+        return None
+    if d.max_gap < 3 * cfg.interval:  # a slow daemon (interval = 10 s) must still judge its own ticks
+        d = d.model_copy(update={"max_gap": 3 * cfg.interval})
+    source = collector.ethtool
+    reader: PfcReader | None = None
+    if d.fast_interval > 0 and source is not None:
+        reader = lambda names: source.read(names)[0]  # noqa: E731
+    links = None
+    if d.netlink and not emulated and cfg.sysfs_root.resolve() == Path("/sys"):
+        links = LinkMonitor(cfg.sysfs_root)
+        try:
+            links.start()
+        except SourceError as exc:
+            log.warning("%s; carrier losses will be seen through counters only", exc)
+            links = None
+    return Detection(d, collector.host, reader, links)
+
+
+def wait_running_fast_path(
+    until: float,
+    fast_s: float,
+    stop: threading.Event,
+    clock: Callable[[], float],
+    sample: Callable[[], None],
+) -> bool:
+    """Wait until ``until`` (True when ``stop`` was set), taking a fast-path sample every ``fast_s``
+    meanwhile; the last slot before ``until`` is left to the tick itself, and slots missed while a
+    sample ran late are skipped, not bunched."""
+    if fast_s > 0:
+        slot = clock() + fast_s
+        while slot <= until - fast_s / 2:
+            if stop.wait(max(0.0, slot - clock())):
+                return True
+            try:
+                sample()
+            except Exception:  # like a tick: the loop outlives a bad sample
+                log.exception("fast-path sample failed")
+            now = clock()
+            slot += fast_s
+            while slot < now:
+                slot += fast_s
+    return stop.wait(max(0.0, until - clock()))

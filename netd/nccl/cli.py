@@ -1,0 +1,193 @@
+"""``netd nccl-env``, ``netd nccl-table`` and ``netd bench nccl`` (docs/nccl.md).
+
+``nccl-env`` and ``nccl-table show`` ask the running daemon (GET /v1/nccl/env, /v1/nccl/table);
+``nccl-env --sysfs-root DIR`` (or a host with RDMA devices and no daemon) reads the tree directly.
+``nccl-table export FILE`` saves the daemon's current table for an operator-pinned job and prints
+the two variables every rank needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from netd.api.client import daemon_get
+from netd.config.settings import Config
+from netd.errors import DaemonUnreachable, HintTableError, NetdError
+
+__all__ = ["register", "register_bench"]
+
+Common = Callable[..., None]
+
+
+def _get(listen: str, path: str, params: dict[str, str] | None = None) -> httpx.Response:
+    return daemon_get(
+        listen,
+        path,
+        params=params,
+        timeout_s=10.0,
+        status_hints={404: "[nccl] is not served there (too old a netd?)"},
+    )
+
+
+def _env_locally(cfg: Config, root: Path) -> dict[str, Any]:
+    from netd.nccl.nccl_env import recommend
+    from netd.series.tracker import SeriesTracker
+    from netd.sources.collect import Sampler
+    from netd.sources.gids import read_gids
+    from netd.sources.sysfs_io import list_dir
+
+    if not list_dir(root / "class" / "infiniband"):
+        raise NetdError(f"no RDMA devices in {root}/class/infiniband: nothing to recommend settings for")
+    collector = Sampler.from_config(cfg, root)
+    try:
+        obs = SeriesTracker().update(collector.collect())
+    finally:
+        collector.close()
+    gids = {
+        (p.sample.device, p.sample.port): read_gids(root, p.sample.device, p.sample.port) for p in obs.ports
+    }
+    return recommend(obs, gids, str(cfg.nccl.socket_path()))
+
+
+def _cmd_env(args: argparse.Namespace, cfg: Config) -> int:
+    from netd.nccl.nccl_env import render
+    from netd.sources.sysfs_io import list_dir
+
+    if args.sysfs_root is not None:
+        doc = _env_locally(cfg, args.sysfs_root)
+    else:
+        try:
+            doc = _get(cfg.listen, "/v1/nccl/env").json()
+        except DaemonUnreachable as exc:
+            if not list_dir(cfg.sysfs_root / "class" / "infiniband"):
+                raise NetdError(
+                    f"{exc}, and no RDMA devices in {cfg.sysfs_root}/class/infiniband. Start the daemon "
+                    "(`netd run`) or read a captured tree with --sysfs-root DIR."
+                ) from exc
+            doc = _env_locally(cfg, cfg.sysfs_root)
+    fmt = "json" if args.json else args.format
+    print(json.dumps(doc, indent=2) if fmt == "json" else render(doc, fmt), end="" if fmt != "json" else "\n")
+    return 0
+
+
+def _print_table(doc: dict[str, Any]) -> None:
+    print(f"table {doc['version']}  sha256 {doc['sha256']}  {doc['hint_count']} hints  ({doc['reason']})")
+    for h in doc.get("hints", []):
+        print(f"  {h['n_nodes']:>5} nodes  {h['collective']:<14} ~{h['bytes']:>12} B  {h['hint']}")
+
+
+def _show(doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_table(doc)
+
+
+def _cmd_table(args: argparse.Namespace, cfg: Config) -> int:
+    from netd.nccl.layout import COLLECTIVES, NODE_BUCKETS, node_bucket_nodes, size_bucket_range
+    from netd.nccl.table import unpack_table
+
+    if args.action == "export":
+        data = _get(cfg.listen, "/v1/nccl/table", {"format": "binary"}).content
+        try:
+            unpack_table(data)
+        except HintTableError as exc:
+            raise NetdError(f"the daemon sent an invalid table: {exc}") from exc
+        args.file.write_bytes(data)
+        sha = hashlib.sha256(data).hexdigest()
+        print(f"wrote {args.file} ({len(data)} bytes). Give every rank of the job:")
+        print(f"export NETD_TUNER_TABLE={args.file.resolve()}\nexport NETD_TUNER_TABLE_SHA256={sha}")
+        return 0
+    if args.file is None:
+        _show(_get(cfg.listen, "/v1/nccl/table").json(), args.json)
+        return 0
+    try:
+        data = args.file.read_bytes()
+        table = unpack_table(data)
+    except OSError as exc:
+        raise NetdError(f"cannot read {args.file}: {exc.strerror or exc}") from exc
+    except HintTableError as exc:
+        raise NetdError(f"{args.file} is not a valid hint table: {exc} (the plugin would ignore it)") from exc
+    hints = [
+        {
+            "n_nodes": node_bucket_nodes(nb),
+            "collective": COLLECTIVES[c],
+            "bytes": size_bucket_range(sb)[0],
+            "hint": e.describe(),
+        }
+        for nb in range(NODE_BUCKETS)
+        for c, row in enumerate(table.entries[nb])
+        for sb, e in enumerate(row)
+        if not e.empty
+    ]
+    doc = {
+        "version": f"{table.version:016x}",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "hint_count": len(hints),
+        "reason": f"file {args.file}",
+        "hints": hints,
+    }
+    _show(doc, args.json)
+    return 0
+
+
+def register(sub: Any, common_options: Common) -> None:
+    env = sub.add_parser(
+        "nccl-env",
+        help="NCCL environment settings for this host (NCCL_IB_HCA, GID index, TC/SL, QPs, the tuner plugin)",
+        description="Recommended NCCL settings that the tuner plugin cannot change (NCCL reads them before "
+        "the tuner starts), from this host's ports, PFC priorities and GID tables, each with its reason.",
+    )
+    common_options(env)
+    env.add_argument(
+        "--format",
+        choices=("shell", "conf", "json"),
+        default="shell",
+        help="shell: export lines (default); conf: /etc/nccl.conf lines; json",
+    )
+    env.add_argument("--json", action="store_true", help="same as --format json")
+    env.set_defaults(handler=_cmd_env, not_config=("sysfs_root",))
+    table = sub.add_parser(
+        "nccl-table",
+        help="show this host's NCCL hint table, decode a table file, or export one to pin a job",
+        description="show [FILE]: the daemon's current table (or FILE), with the model's reasons. "
+        "export FILE: save the daemon's table for NETD_TUNER_TABLE and print its SHA-256.",
+    )
+    common_options(table)
+    table.add_argument("action", choices=("show", "export"))
+    table.add_argument("file", nargs="?", type=Path, help="table file (required for export)")
+    table.add_argument("--json", action="store_true", help="JSON output")
+    table.set_defaults(handler=_cmd_table_checked)
+
+
+def _cmd_table_checked(args: argparse.Namespace, cfg: Config) -> int:
+    if args.action == "export" and args.file is None:
+        raise NetdError(
+            "nccl-table export needs a FILE to write, e.g. netd nccl-table export /shared/job.ndht"
+        )
+    return _cmd_table(args, cfg)
+
+
+def _cmd_bench(args: argparse.Namespace, cfg: Config | None) -> int:
+    from netd.nccl.bench import bench_nccl
+
+    print(json.dumps(bench_nccl(calls=args.calls, repeat=args.repeat), indent=2))
+    return 0
+
+
+def register_bench(sub: Any) -> None:
+    p = sub.add_parser(
+        "nccl",
+        help="ns per getCollInfo of libnccl-tuner-netd.so vs a no-op plugin (builds nccl_plugin/bench)",
+    )
+    p.add_argument("--calls", type=int, default=10_000_000, help="calls per round (default 10,000,000)")
+    p.add_argument("--repeat", type=int, default=5, help="rounds of each plugin, alternating (default 5)")
+    p.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
+    p.set_defaults(handler=_cmd_bench, needs_config=False)

@@ -1,0 +1,109 @@
+"""``/v1/nccl``: the pin service endpoint, this host's hint table, and recommended NCCL settings.
+
+* ``POST /v1/nccl/pins`` (bearer token): register one rank of a multi-node communicator and wait
+  for the verdict (netd.nccl.pins). Any netd can be the pin service; the cluster points every
+  daemon's ``[nccl] pin_service`` at one of them.
+* ``GET /v1/nccl/pins``: the pins this netd holds (pending, applied, neutral).
+* ``GET /v1/nccl/table``: this host's current table, decoded, with the conditions and the model's
+  reasons; ``?format=binary`` gives the bytes (what ``netd nccl-table export`` saves).
+* ``GET /v1/nccl/env``: NCCL environment settings for this host (netd.nccl.nccl_env).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
+
+from netd.api.auth import token_guard
+from netd.errors import HintTableError
+from netd.nccl.pin_schema import PinRequestBody, PinResponseBody, response_body
+from netd.nccl.pins import PinAuthority
+from netd.nccl.policy import PolicyResult
+from netd.nccl.table import unpack_table
+
+__all__ = ["nccl_router", "table_document"]
+
+
+def table_document(result: PolicyResult, data: bytes) -> dict[str, Any]:
+    t = result.table
+    return {
+        "version": f"{t.version:016x}",
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "generated_at": datetime.fromtimestamp(t.generated_at_ns / 1e9, UTC).isoformat(),
+        "valid_for_s": t.valid_for_ms / 1000,
+        "hint_count": t.hint_count(),
+        "reason": result.reason,
+        "conditions": result.conditions.as_dict(),
+        "hints": [d.as_dict() for d in result.decisions],
+    }
+
+
+def nccl_router(
+    *,
+    token: str | None,
+    authority: PinAuthority,
+    current: Callable[[], tuple[PolicyResult, bytes] | None] | None = None,
+    env: Callable[[], dict[str, Any] | None] | None = None,
+) -> APIRouter:
+    """The pin routes always; ``/table`` and ``/env`` where there is a host (``current``/``env``)."""
+    router = APIRouter(prefix="/v1/nccl", tags=["nccl"])
+
+    @router.post("/pins", dependencies=[Depends(token_guard(token))])
+    async def pin(body: PinRequestBody) -> PinResponseBody:
+        """Register one rank; answers once every rank asked (apply) or the window closed (neutral)."""
+        key = body.key()
+        if key.n_nodes > key.n_ranks:
+            raise HTTPException(
+                status_code=422, detail=f"n_nodes {key.n_nodes} exceeds n_ranks {key.n_ranks}"
+            )
+        try:
+            offer = body.table_bytes()
+            if offer is not None:
+                unpack_table(offer)  # the same checks as the plugin: a broken offer is refused
+        except (ValueError, HintTableError) as exc:
+            raise HTTPException(status_code=422, detail=f"table: {exc}") from exc
+        verdict = await authority.join(key, int(body.member, 16), offer, body.host)
+        return response_body(key, verdict)
+
+    @router.get("/pins")
+    def pins() -> dict[str, Any]:
+        """The pins this netd holds as pin authority for multi-node communicators."""
+        return {"window_s": authority.window_s, "pins": authority.pins()}
+
+    if current is not None:
+        _table_route(router, current)
+    if env is not None:
+        _env_route(router, env)
+    return router
+
+
+def _table_route(router: APIRouter, current: Callable[[], tuple[PolicyResult, bytes] | None]) -> None:
+    @router.get("/table", response_model=None)
+    def table(format: Literal["json", "binary"] = Query("json")) -> dict[str, Any] | Response:
+        """This host's hint table: decoded with its reasons, or the raw bytes."""
+        got = current()
+        if got is None:
+            raise HTTPException(status_code=503, detail="no tick completed yet")
+        result, data = got
+        if format == "binary":
+            return Response(
+                data,
+                media_type="application/octet-stream",
+                headers={"X-Netd-Table-Version": f"{result.table.version:016x}"},
+            )
+        return table_document(result, data)
+
+
+def _env_route(router: APIRouter, env: Callable[[], dict[str, Any] | None]) -> None:
+    @router.get("/env")
+    def nccl_env() -> dict[str, Any]:
+        """Recommended NCCL environment for this host (settings the tuner plugin cannot change)."""
+        doc = env()
+        if doc is None:
+            raise HTTPException(status_code=503, detail="no tick completed yet")
+        return doc

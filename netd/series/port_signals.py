@@ -1,0 +1,110 @@
+"""Per-port congestion signals: the handful of rates an engineer reads first.
+
+Pure: a :class:`PortView` (and its netdev's :class:`NetdevView`) in, a frozen
+:class:`PortSignals` out. `netd status`, the JSON API and later the detectors
+read these instead of re-deriving them from raw counter names.
+
+Definitions (all per second over the last tick):
+
+* ``rx_gbps``/``tx_gbps``: RDMA payload, from PMA ``port_rcv_data``/``port_xmit_data`` x 4 x 8.
+* ``ce_fraction``: CE-marked RoCE packets / RDMA packets received.
+* ``retransmits_per_s``: transport retransmissions plus ACK timeouts (each timeout retransmits).
+* ``errors_per_s``: loss and error events that should be zero in a lossless fabric: out-of-sequence,
+  NAK sequence errors, RNR NAKs, out-of-buffer drops, ICRC errors, exhausted retries, PMA port errors,
+  and the netdev's PHY receive discards.
+* per PFC-enabled priority: pause frames received/sent per second, and the fraction of the second the
+  port was paused (receive direction: this port was told to stop) or pausing its peer (transmit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from netd.series.tracker import NetdevView, PortView
+from netd.vocabulary.ethtool_names import parse_signals
+from netd.vocabulary.metric_names import PMA_ERROR_KINDS
+
+__all__ = ["ERROR_VOCABULARY", "PortSignals", "PriorityPause", "port_signals"]
+
+ERROR_VOCABULARY = frozenset(
+    {
+        "out_of_sequence",
+        "seq_err",
+        "implied_nak_seq_err",
+        "rnr",
+        "out_of_buffer",
+        "icrc_errors",
+        "retries_exceeded",
+    }
+    | PMA_ERROR_KINDS
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityPause:
+    priority: int
+    rx_pauses_per_s: float | None
+    tx_pauses_per_s: float | None
+    rx_pause_fraction: float | None  # 0..1 of the interval
+    tx_pause_fraction: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PortSignals:
+    rx_gbps: float | None = None
+    tx_gbps: float | None = None
+    ecn_marked_per_s: float | None = None
+    ce_fraction: float | None = None
+    cnp_sent_per_s: float | None = None
+    cnp_handled_per_s: float | None = None
+    cnp_ignored_per_s: float | None = None
+    retransmits_per_s: float | None = None
+    errors_per_s: float | None = None
+    pfc: tuple[PriorityPause, ...] = ()
+
+
+def _sum(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _fraction(duration_us_per_s: float | None) -> float | None:
+    # Durations are µs per second; clamp because counter caching (hw_counters lifespan,
+    # firmware sampling) can make one interval look slightly longer than wall time.
+    return None if duration_us_per_s is None else min(max(duration_us_per_s / 1e6, 0.0), 1.0)
+
+
+def port_signals(view: PortView, netdev: NetdevView | None = None) -> PortSignals:
+    if not view.rates:
+        return PortSignals()
+    rate = view.rate
+    by_vocab = {c.name: view.rates.get(raw) for raw, c in view.sample.counters.items()}
+    rx_bytes, tx_bytes = rate("rx_bytes"), rate("tx_bytes")
+    ecn, rx_pkts = rate("ecn_marked"), rate("rx_packets")
+    errors = [by_vocab.get(name) for name in ERROR_VOCABULARY if name in by_vocab]
+    pfc: tuple[PriorityPause, ...] = ()
+    if netdev is not None and netdev.rates:
+        sig = parse_signals(netdev.rates)  # per-second values in the same shape as the raw stats
+        errors.append(sig.rx_discards_phy)
+        pfc = tuple(
+            PriorityPause(
+                priority=p,
+                rx_pauses_per_s=sig.pause_frames.get(("rx", p)),
+                tx_pauses_per_s=sig.pause_frames.get(("tx", p)),
+                rx_pause_fraction=_fraction(sig.pause_duration_us.get(("rx", p))),
+                tx_pause_fraction=_fraction(sig.pause_duration_us.get(("tx", p))),
+            )
+            for p in sig.active_priorities
+        )
+    return PortSignals(
+        rx_gbps=None if rx_bytes is None else rx_bytes * 8 / 1e9,
+        tx_gbps=None if tx_bytes is None else tx_bytes * 8 / 1e9,
+        ecn_marked_per_s=ecn,
+        ce_fraction=None if ecn is None or not rx_pkts else min(ecn / rx_pkts, 1.0),
+        cnp_sent_per_s=rate("cnp_sent"),
+        cnp_handled_per_s=rate("cnp_handled"),
+        cnp_ignored_per_s=rate("cnp_ignored"),
+        retransmits_per_s=_sum([rate("retransmits"), rate("timeouts")]),
+        errors_per_s=_sum(errors),
+        pfc=pfc,
+    )

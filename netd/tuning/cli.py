@@ -1,0 +1,269 @@
+"""`netd tune`: a DCQCN recommendation for this host, explained; applying it; rolling it back.
+
+Where the signals come from, in order (as for `netd status`):
+
+1. ``--sysfs-root DIR``: observe that tree directly for ``--seconds`` (a captured host, an emulated
+   host's directory such as ``/run/netd/emulated/host0``).
+2. A running daemon: its latest recommendation (``GET /v1/tuning``); ``--apply`` asks it to apply
+   (``POST /v1/tuning/apply`` with the API token).
+3. RDMA devices under /sys: observe them directly.
+4. Nothing at all: run the emulated fabric in a temporary directory for a few simulated seconds and
+   tune its host 0 (a demonstration; there is nothing to apply to).
+
+``--apply`` and ``--rollback`` write through the journaled applier (docs/tuning.md); dry-run, the
+default, changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cc.tune.recommendation import Recommendation
+from cc.tune.tuner import Tuner
+from netd.api.auth import load_token
+from netd.api.client import daemon_get, daemon_post
+from netd.config.settings import Config
+from netd.errors import DaemonUnreachable, NetdError, TuningError
+from netd.series.tracker import SeriesTracker
+from netd.sources.cc_params import discover
+from netd.sources.collect import Sampler
+from netd.sources.sysfs_io import list_dir
+from netd.tuning.applier import Applier, Outcome
+from netd.tuning.journal import Journal
+from netd.tuning.observe import SignalWindow, host_signals
+from netd.tuning.service import params_in_force, safety_bounds
+
+__all__ = ["register"]
+
+EPILOG = """\
+examples:
+  netd tune                                   explain what the tuner would change here (dry run)
+  netd tune --sysfs-root /run/netd/emulated/host0 --seconds 10
+  netd tune --apply                           write the recommended NIC parameters (journaled)
+  netd tune --rollback                        undo the newest applied change set
+"""
+
+
+def register(sub: Any, common_options: Callable[..., None]) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="DCQCN tuning: explain a recommendation, apply it, or roll back",
+        description=__doc__.split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common_options(p)
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--dry-run", action="store_true", help="decide and explain, change nothing (default)")
+    what.add_argument("--apply", action="store_true", help="write the recommended NIC parameters")
+    what.add_argument("--rollback", action="store_true", help="undo the newest applied change set")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="how long to observe the counters when reading a tree directly (default 5)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+    p.set_defaults(handler=_cmd_tune)
+
+
+def _cmd_tune(args: argparse.Namespace, cfg: Config) -> int:
+    if args.rollback:
+        applier, _ = _local_applier(cfg, cfg.sysfs_root)
+        return _report_outcome(args, applier.rollback(source="cli"), "rollback")
+    if args.sysfs_root is None:
+        try:
+            return _via_daemon(args, cfg)
+        except DaemonUnreachable:
+            pass
+    if args.sysfs_root is not None or list_dir(cfg.sysfs_root / "class" / "infiniband"):
+        return _local(args, cfg, cfg.sysfs_root, sleep=True)
+    return _emulated(args, cfg)
+
+
+# -- observing a tree directly --------------------------------------------------------------------
+def _local_applier(cfg: Config, root: Path) -> tuple[Applier, list[str]]:
+    trees, notes = discover(root, cfg.tuning.debugfs(root), cfg.rdma.include, cfg.rdma.exclude)
+    if not trees:
+        raise NetdError(
+            f"no DCQCN parameters found under {root}:\n  " + "\n  ".join(notes or ["no RDMA devices"])
+        )
+    applier = Applier(trees, Journal(cfg.tuning.journal_dir()), dict(safety_bounds(cfg).bounds))
+    recovered = applier.recover()
+    if recovered is not None:
+        print(f"netd: an interrupted change set ({recovered.txid}) was rolled back first: {recovered.state}")
+    return applier, notes
+
+
+def _local(
+    args: argparse.Namespace,
+    cfg: Config,
+    root: Path,
+    sleep: bool,
+    advance: Callable[[], object] | None = None,
+) -> int:
+    applier, notes = _local_applier(cfg, root)
+    collector = Sampler.from_config(cfg, root, emulated=advance is not None)
+    tracker, window = SeriesTracker(), SignalWindow(ticks=10_000)
+    try:
+        ticks = max(2, int(args.seconds) + 1)
+        for i in range(ticks):
+            if advance is not None:
+                advance()
+            elif i and sleep:
+                time.sleep(1.0)
+            snap = collector.collect()
+            if advance is not None:  # simulated seconds: rates per emulated second
+                snap = dataclasses.replace(snap, monotonic=float(i))
+            window.add(host_signals(tracker.update(snap)))
+    finally:
+        collector.close()
+    values = applier.in_force()
+    signals = window.value()
+    if signals is None:
+        raise NetdError(f"no RDMA port under {root} reported traffic counters; nothing to tune from")
+    rec = Tuner(safety_bounds(cfg)).observe(signals, params_in_force(next(iter(values.values())), cfg))
+    outcome = None
+    if args.apply and rec.nic_changes:
+        target = {c.name: int(c.proposed) for c in rec.nic_changes}
+        outcome = applier.apply(applier.plan(target), source="cli", reason="; ".join(rec.reasons[:2]))
+    _print(args, rec, values, notes, outcome, where=str(root))
+    return 1 if outcome is not None and outcome.state == "failed" else 0
+
+
+def _emulated(args: argparse.Namespace, cfg: Config) -> int:
+    from netd.emulated.fabric_host import EmulatedFabric
+
+    if args.apply:
+        raise NetdError(
+            "no RDMA devices and no daemon: there is nothing to apply to. Start `netd run` (it "
+            "runs the emulated fabric) and apply against it, e.g. `netd tune --apply "
+            "--sysfs-root <its state dir>/host0`"
+        )
+    e = cfg.emulator
+    print(
+        f"netd: no RDMA devices and no daemon; observing a temporary emulated fabric for {args.seconds:g} "
+        "simulated seconds (host 0)"
+    )
+    with tempfile.TemporaryDirectory(prefix="netd-tune-") as tmp:
+        fabric = EmulatedFabric(
+            Path(tmp) / "emulated",
+            tors=e.tors,
+            hosts_per_tor=e.hosts_per_tor,
+            ports_per_host=e.ports_per_host,
+            link_gbps=e.link_gbps,
+            seed=e.seed,
+            sim_ms_per_tick=e.sim_ms_per_tick,
+        )
+        try:
+            tmp_cfg = cfg.model_copy(
+                update={
+                    "tuning": cfg.tuning.model_copy(
+                        update={"state_dir": Path(tmp) / "journal", "debugfs_root": None}
+                    )
+                }
+            )
+            return _local(
+                args, tmp_cfg, fabric.host_root(0), sleep=False, advance=lambda: fabric.advance(1.0)
+            )
+        finally:
+            fabric.close()
+
+
+# -- asking the daemon ----------------------------------------------------------------------------
+def _via_daemon(args: argparse.Namespace, cfg: Config) -> int:
+    response = daemon_get(
+        cfg.listen,
+        "/v1/tuning",
+        timeout_s=3.0,
+        status_hints={404: "the daemon runs without DCQCN tuning"},
+        status_error=DaemonUnreachable,
+    )
+    doc = response.json()
+    if args.apply:
+        applied = daemon_post(
+            cfg.listen,
+            "/v1/tuning/apply",
+            token=load_token(cfg.api.token_file),
+            accept=(200, 409),  # 409: the apply ran and failed; its outcome is the body
+            status_hints={
+                401: "set api.token_file or NETD_API_TOKEN",
+                403: "set api.token_file or NETD_API_TOKEN",
+            },
+        )
+        body = applied.json()
+        doc["apply"] = body.get("outcome", body.get("detail", body)) if applied.status_code == 409 else body
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        rec = doc.get("recommendation")
+        print(f"netd tune: from the daemon at {cfg.listen} (mode {doc['mode']})")
+        print(
+            rec["explanation"]
+            if rec
+            else "the daemon has not decided yet (it decides every "
+            f"{cfg.tuning.interval:g} s); try again, or observe a tree with --sysfs-root"
+        )
+        if "apply" in doc:
+            print(f"apply: {doc['apply'].get('state')} {doc['apply'].get('error') or ''}".rstrip())
+    failed = isinstance(doc.get("apply"), dict) and doc["apply"].get("state") == "failed"
+    return 1 if failed else 0
+
+
+# -- output ---------------------------------------------------------------------------------------
+def _print(
+    args: argparse.Namespace,
+    rec: Recommendation,
+    values: dict[str, dict[str, int]],
+    notes: list[str],
+    outcome: Outcome | None,
+    where: str,
+) -> None:
+    if args.json:
+        doc = {
+            "source": where,
+            "recommendation": rec.to_dict(),
+            "in_force": values,
+            "notes": notes,
+            "outcome": None if outcome is None else outcome.to_dict(),
+        }
+        print(json.dumps(doc, indent=2))
+        return
+    print(f"netd tune: {where} ({', '.join(values)}); {'apply' if args.apply else 'dry run'}")
+    print(rec.explain())
+    if rec.switch_changes:
+        print("  (switch settings are recommendations for the switch operator; netd does not change them)")
+    for note in notes:
+        print(f"  note: {note}")
+    if outcome is not None:
+        print(f"apply: {outcome.state}" + (f" ({outcome.txid})" if outcome.txid else ""))
+        for w in outcome.writes:
+            print(f"  {w.device} {w.name}: {w.old} -> {w.new}  {w.path}")
+        if outcome.error:
+            print(f"  error: {outcome.error}")
+    elif args.apply:
+        print("apply: nothing to write (no NIC change recommended)")
+
+
+def _report_outcome(args: argparse.Namespace, outcome: Outcome, what: str) -> int:
+    if args.json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        print(f"{what}: {outcome.state}" + (f" ({outcome.txid})" if outcome.txid else ""))
+        for w in outcome.writes:
+            print(f"  {w.device} {w.name}: {w.old} -> {w.new}  {w.path}")
+        if outcome.error:
+            print(f"  {outcome.error}")
+    if outcome.state == "failed":
+        return 1
+    if outcome.state == "nothing" and what == "rollback":
+        raise TuningError(outcome.error or "nothing to roll back")
+    return 0

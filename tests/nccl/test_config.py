@@ -1,0 +1,50 @@
+"""``[nccl]``: defaults, environment overrides and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from netd.config.nccl import ROOT_SOCKET, default_socket_path
+from netd.config.settings import load_config
+from netd.errors import ConfigError
+
+
+def test_defaults():
+    n = load_config(environ={}).nccl
+    assert n.enabled and n.pin_service == "" and n.socket_mode == 0o666
+    assert n.pin_window < n.pin_timeout < 10.0  # nested under the plugin's default 10 s timeout
+    assert n.socket_path() == default_socket_path()
+
+
+def test_root_default_socket_is_the_plugins_default(monkeypatch):
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    assert default_socket_path() == ROOT_SOCKET
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    monkeypatch.setattr("os.getuid", lambda: 1000)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    assert str(default_socket_path()) == "/run/user/1000/netd-1000/nccl.sock"
+
+
+def test_environment_overrides():
+    env = {
+        "NETD_NCCL_PIN_SERVICE": "https://fabric-01:9469/",
+        "NETD_NCCL_SOCKET_MODE": "660",
+        "NETD_NCCL_SOCKET": "/tmp/x.sock",
+        "NETD_NCCL_MIN_GAIN": "0.3",
+    }
+    n = load_config(environ=env).nccl
+    assert n.pin_service == "https://fabric-01:9469" and n.socket_mode == 0o660
+    assert str(n.socket_path()) == "/tmp/x.sock" and n.min_gain == 0.3
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "words"),
+    [
+        ("NETD_NCCL_PIN_SERVICE", "fabric-01:9469", "http:// or https:// URL"),
+        ("NETD_NCCL_PIN_WINDOW", "0", "nccl.pin_window"),
+        ("NETD_NCCL_SOCKET_MODE", "999", "nccl.socket_mode"),
+    ],
+)
+def test_errors_name_the_key(var, value, words):
+    with pytest.raises(ConfigError, match=words.replace("/", ".")):
+        load_config(environ={var: value})
