@@ -19,7 +19,7 @@ from typing import Any
 
 from netd import __version__
 from netd.config.settings import Config, load_config
-from netd.errors import NetdError
+from netd.errors import ConfigError, NetdError
 
 __all__ = ["main"]
 
@@ -54,15 +54,47 @@ COMMANDS: tuple[str, ...] = (
 BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.nccl.cli", "netd.bench.api")
 
 
-def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:
-    """--config, --sysfs-root and (for commands that talk to a daemon) --listen."""
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0 (a clear usage error instead of a traceback later)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
+
+
+def readable_tree(root: Path, what: str = "--sysfs-root") -> Path:
+    """``root`` when it is a directory netd can read as a sysfs tree, else a one-line ConfigError.
+
+    An explicit tree that is missing must not quietly read as "no devices": `netd run` would start the
+    emulated fabric and `netd status` would say "no RDMA ports found" about a typo.
+    """
+    try:
+        resolved = root.resolve(strict=True)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {root}: no such directory") from None
+    except RuntimeError:  # pathlib's symlink-loop error
+        raise ConfigError(f"{what} {root}: symlink loop") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {root}: {exc.strerror or exc}") from None
+    if not resolved.is_dir():
+        raise ConfigError(f"{what} {root}: not a directory")
+    return root
+
+
+def common_options(p: argparse.ArgumentParser, listen: bool = True, sysfs_root: bool = True) -> None:
+    """--config, --sysfs-root (for commands that can read a tree) and --listen (for those that talk to a
+    daemon). A command that only asks the daemon takes no --sysfs-root: a flag it would ignore is a lie."""
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML configuration file")
-    p.add_argument(
-        "--sysfs-root",
-        type=Path,
-        metavar="DIR",
-        help="read this tree instead of /sys (a captured host, a lab host, an emulated host's directory)",
-    )
+    if sysfs_root:
+        p.add_argument(
+            "--sysfs-root",
+            type=Path,
+            metavar="DIR",
+            help="read this tree instead of /sys (a captured host, a lab host, an emulated host's directory)",
+        )
     if listen:
         p.add_argument(
             "--listen", metavar="HOST:PORT", help="the daemon's HTTP listener (default 127.0.0.1:9469)"
@@ -82,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the daemon: collect every interval, serve /metrics and /v1")
     common_options(run)
-    run.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between ticks (default 1)")
+    run.add_argument(
+        "--interval", type=positive_seconds, metavar="SECONDS", help="seconds between ticks (default 1)"
+    )
     run.add_argument(
         "--fabric",
         choices=("auto", "hardware", "emulated"),
@@ -94,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     common_options(status)
     status.add_argument(
         "--interval",
-        type=float,
+        type=positive_seconds,
         default=1.0,
         metavar="SECONDS",
         help="sampling interval when reading a tree directly (default 1)",
@@ -135,7 +169,13 @@ def _config(args: argparse.Namespace) -> Config:
         value = getattr(args, key, None)
         if value is not None and key not in skip:
             overrides[key] = value
-    return load_config(getattr(args, "config", None), overrides=overrides)
+    cfg = load_config(getattr(args, "config", None), overrides=overrides)
+    explicit = getattr(args, "sysfs_root", None)
+    if explicit is not None:
+        readable_tree(explicit)
+    elif cfg.sysfs_root != Config.model_fields["sysfs_root"].default:
+        readable_tree(cfg.sysfs_root, "sysfs_root")
+    return cfg
 
 
 def _cmd_run(args: argparse.Namespace, cfg: Config) -> int:
@@ -183,6 +223,14 @@ def _cmd_bench_collect(args: argparse.Namespace, cfg: Config | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C at any point, start-up (imports, first tick) included
+        print("netd: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
@@ -195,5 +243,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetdError as exc:
         print(f"netd: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130

@@ -110,3 +110,36 @@ def test_the_emulated_fabric_runs_where_configured(tmp_path: Path, in_process: b
         assert sent[1] > sent[0]  # the fabric advanced between the ticks
     finally:
         daemon.close()
+
+
+@pytest.mark.slow
+def test_an_emulated_hosts_tree_read_directly_is_still_emulated(tmp_path: Path):
+    """`netd run --sysfs-root <state>/host1` reads synthetic counters: the emulator's marker beside the tree
+    says so, whatever flag started this daemon (and its host name is the emulated host's, not this VM's)."""
+    fabric = EmulatedFabric(tmp_path / "emu", tors=1, hosts_per_tor=2, ports_per_host=1, seed=3)
+    try:
+        fabric.advance(0.05)
+        cfg = load_config(None, environ={}, overrides={"sysfs_root": fabric.host_root(1)})
+        daemon, choice = build_daemon(cfg)
+        try:
+            assert not choice.emulated and daemon.emulator is None  # no emulator of its own...
+            assert daemon.collector.emulated and daemon.collector.host == "emu-host1"  # ...yet synthetic
+            state = daemon.tick()
+            assert state.observation.snapshot.emulated
+            metrics = TestClient(create_app(daemon.state, daemon.last_tick_age_s, cfg.interval)).get(
+                "/metrics"
+            )
+            assert "netd_fabric_emulated 1.0" in metrics.text
+            assert 'emulated="true"' in metrics.text and 'host="emu-host1"' in metrics.text
+        finally:
+            daemon.close()
+    finally:
+        fabric.close()
+    copy = tmp_path / "copy" / "host1"  # the same files without the marker: a captured tree, not emulated
+    copy.parent.mkdir()
+    (tmp_path / "emu" / "host1").rename(copy)
+    daemon, _ = build_daemon(load_config(None, environ={}, overrides={"sysfs_root": copy}))
+    try:
+        assert not daemon.collector.emulated and daemon.collector.host != "emu-host1"
+    finally:
+        daemon.close()

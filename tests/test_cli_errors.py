@@ -1,0 +1,107 @@
+"""An operator in a hurry gets one line and an exit status, never a traceback or a silent fallback."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from netd.cli import main
+
+
+def _loop(tmp_path: Path) -> Path:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    return tmp_path / "a"
+
+
+def _file(tmp_path: Path) -> Path:
+    (tmp_path / "f").write_text("x")
+    return tmp_path / "f"
+
+
+@pytest.mark.parametrize(
+    ("make_root", "says"),
+    [
+        (lambda p: p / "nonexistent", "no such directory"),
+        (_loop, "symlink loop"),
+        (_file, "not a directory"),
+    ],
+)
+@pytest.mark.parametrize("command", [["status"], ["check"], ["run", "--listen", "127.0.0.1:1"]])
+def test_a_tree_that_is_not_there_is_an_error_not_an_empty_host(tmp_path, capsys, make_root, says, command):
+    root = make_root(tmp_path)
+    assert main([*command, "--sysfs-root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("netd: --sysfs-root") and says in err and "Traceback" not in err
+
+
+def test_a_missing_tree_in_the_config_file_is_named_as_such(tmp_path, capsys):
+    config = tmp_path / "netd.toml"
+    config.write_text(f'sysfs_root = "{tmp_path / "gone"}"\n')
+    assert main(["check", "--config", str(config)]) == 2
+    assert "sysfs_root" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "soon"])
+def test_intervals_must_be_positive_seconds(tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as done:
+        main(["status", "--sysfs-root", str(tmp_path), "--interval", value])
+    assert done.value.code == 2
+    assert "--interval" in capsys.readouterr().err
+
+
+def test_a_config_file_in_utf16_is_a_one_line_error(tmp_path, capsys):
+    config = tmp_path / "netd.toml"
+    config.write_bytes("interval = 2\n".encode("utf-16"))
+    assert main(["check", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "origin"),
+    [
+        (["--interval", "0.01"], {}, "from the command line"),
+        ([], {"NETD_INTERVAL": "0.01"}, "from NETD_* environment"),
+        ([], {}, "from "),  # the config file's own path
+    ],
+)
+def test_an_invalid_value_names_where_it_came_from(tmp_path, capsys, monkeypatch, argv, environ, origin):
+    config = tmp_path / "netd.toml"
+    config.write_text("interval = 0.01\n" if not argv and not environ else "")
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    assert main(["run", "--config", str(config), "--sysfs-root", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert "`interval`" in err and origin in err
+    if origin == "from ":
+        assert str(config) in err
+
+
+def test_a_misspelt_variable_is_reported_with_a_guess(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("NETD_INTERVL", "3")
+    monkeypatch.setenv("NETD_TUNER_TIMEOUT_MS", "500")  # the NCCL plugin's: not a netd setting, not a typo
+    with caplog.at_level(logging.WARNING):
+        assert main(["check", "--sysfs-root", str(tmp_path)]) in (0, 1)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("NETD_INTERVL" in m and "NETD_INTERVAL" in m for m in warned)
+    assert not any("NETD_TUNER" in m for m in warned)
+
+
+@pytest.mark.parametrize("command", [["anomalies"], ["flows"], ["nccl-table", "show"]])
+def test_commands_that_only_ask_the_daemon_take_no_sysfs_root(tmp_path, capsys, command):
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--sysfs-root", str(tmp_path)])
+    assert done.value.code == 2
+    assert "unrecognized arguments: --sysfs-root" in capsys.readouterr().err
+
+
+def test_ctrl_c_at_start_up_is_a_clean_exit(monkeypatch, capsys):
+    def interrupted(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("netd.cli.build_parser", interrupted)
+    assert main(["status"]) == 130
+    assert capsys.readouterr().err.strip() == "netd: interrupted"
