@@ -20,6 +20,7 @@ from typing import Protocol
 from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
 from netd.daemon.state import PublishedState
+from netd.detect.pfc import stormed_ports
 from netd.detect.service import Detection, wait_running_fast_path
 from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
@@ -116,8 +117,11 @@ class Daemon:
                 self._errors[s.source] += 1
         obs = self._tracker.update(snap)
         topo = self.topology.topology(snap.ports) if self.topology is not None else None
-        anomalies = self.detection.on_observation(obs) if self.detection is not None else None
-        congestion = self.scorer.update(host_inputs(obs, topo, anomalies), snap.timestamp)  # storms count
+        # Score first (with the storms the detectors hold open, fast path included), then detect on the
+        # scorer's levels: "congested" means the same in a finding as in /v1/congestion.
+        previous = self._state.anomalies if self._state is not None else None
+        congestion = self.scorer.update(host_inputs(obs, topo, stormed_ports(previous)), snap.timestamp)
+        anomalies = self.detection.on_observation(obs, congestion) if self.detection is not None else None
         self._ticks += 1
         self._state = PublishedState(
             observation=obs,
