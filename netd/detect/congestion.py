@@ -32,7 +32,7 @@ from netd.detect.inputs import DetectInput, PortCongestion, PortInput
 __all__ = ["KIND_CONGESTION", "CongestionDetector"]
 
 KIND_CONGESTION = "congestion"
-_LEVEL_INDEX = {name: i for i, name in enumerate(LEVELS)}
+_LEVEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(LEVELS)}
 _SEVERITY = {1: Severity.INFO, 2: Severity.WARNING, 3: Severity.CRITICAL}
 _SIGNAL_WORDS = {
     "ce_fraction": "of received RoCE packets CE-marked",
