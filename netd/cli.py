@@ -11,6 +11,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -133,14 +134,46 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="sampling interval when reading a tree directly (default 1)",
     )
-    status.add_argument("--json", action="store_true", help="the full document: raw counters, totals, rates")
-    status.add_argument("--watch", action="store_true", help="refresh every interval until interrupted")
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help="the full document: raw counters, totals, rates (with --watch: one JSON object per line)",
+    )
+    status.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh every interval until interrupted (piped: one timestamped table per refresh)",
+    )
     status.add_argument("--no-color", action="store_true", help="no ANSI colours (also: NO_COLOR set)")
+    status.add_argument(
+        "--wide", action="store_true", help="netdev, speed, Gb/s, CE %% and every PFC priority's rx/tx"
+    )
+    status.add_argument("--raw", action="store_true", help="every counter of each port with its rate")
+    status.add_argument(
+        "--nonzero", action="store_true", help="with --raw: only counters that moved or are set"
+    )
+    status.add_argument("--grep", metavar="REGEX", help="with --raw: only counters whose name matches")
+    status.add_argument(
+        "--device",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this RDMA device or netdev (repeatable)",
+    )
+    status.add_argument(
+        "--port",
+        action="append",
+        default=[],
+        type=int,
+        metavar="N",
+        help="only this port number (repeatable)",
+    )
     # --interval and --sysfs-root mean "how to sample directly" here, not daemon settings
     status.set_defaults(handler=_cmd_status, not_config=("interval", "sysfs_root"))
 
     check = sub.add_parser("check", help="probe every source; exit 1 if a configured source fails")
     common_options(check, listen=False)
+    check.add_argument("--json", action="store_true", help="one JSON document: every line and the verdict")
     check.set_defaults(handler=_cmd_check)
 
     bench = sub.add_parser("bench", help="benchmarks (print JSON)")
@@ -186,19 +219,42 @@ def _cmd_run(args: argparse.Namespace, cfg: Config) -> int:
 
 def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     from netd.commands.status import status_source
-    from netd.commands.status_table import render_status
+    from netd.commands.status_raw import render_raw
+    from netd.commands.status_table import render_status, select_ports
 
-    colour = sys.stdout.isatty() and not args.no_color and "NO_COLOR" not in os.environ
+    if (args.nonzero or args.grep) and not args.raw:
+        raise ConfigError("--nonzero and --grep filter the --raw view: add --raw")
+    if args.grep:
+        try:
+            re.compile(args.grep)
+        except re.error as exc:
+            raise ConfigError(f"--grep {args.grep!r}: {exc}") from None
+    tty = sys.stdout.isatty()
+    colour = tty and not args.no_color and "NO_COLOR" not in os.environ
     while True:
         doc = status_source(cfg, args.sysfs_root, args.interval)
+        ports = select_ports(doc, args.device, args.port)
         if args.json:
-            print(json.dumps(doc, indent=2, sort_keys=True))
+            shown = dict(doc, ports=ports)
+            # --watch --json is NDJSON: one document per line, for jq and log shippers
+            print(
+                json.dumps(shown, sort_keys=True)
+                if args.watch
+                else json.dumps(shown, indent=2, sort_keys=True)
+            )
         else:
-            if args.watch and colour:
+            if args.watch and tty:
                 print("\x1b[2J\x1b[H", end="")
-            print(render_status(doc, colour=colour), end="", flush=True)
+            elif args.watch:  # piped: say when each table was taken
+                print(time.strftime("--- %Y-%m-%dT%H:%M:%S%z ---", time.localtime(doc.get("timestamp"))))
+            text = (
+                render_raw(ports, nonzero=args.nonzero, grep=args.grep)
+                if args.raw
+                else render_status(doc, colour=colour, wide=args.wide, ports=ports)
+            )
+            print(text, end="", flush=True)
         if not args.watch:
-            return 0
+            return 0 if ports else 2  # nothing to show (no port, or none matches the filter)
         if args.sysfs_root is None:
             time.sleep(args.interval)
 
@@ -208,8 +264,11 @@ def _cmd_check(args: argparse.Namespace, cfg: Config) -> int:
     from netd.commands.run import choose_fabric
 
     lines, failed = run_checks(cfg, cfg.sysfs_root, choose_fabric(cfg).reason)
-    for line in lines:
-        print(line.render())
+    if args.json:
+        print(json.dumps({"failed": failed, "checks": [line.to_dict() for line in lines]}, indent=2))
+    else:
+        for line in lines:
+            print(line.render())
     return 1 if failed else 0
 
 

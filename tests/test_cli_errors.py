@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -105,3 +106,33 @@ def test_ctrl_c_at_start_up_is_a_clean_exit(monkeypatch, capsys):
     monkeypatch.setattr("netd.cli.build_parser", interrupted)
     assert main(["status"]) == 130
     assert capsys.readouterr().err.strip() == "netd: interrupted"
+
+
+def test_check_fails_on_a_corrupt_counter_and_speaks_json(mlx5_host, capsys):
+    root, tree = mlx5_host
+    tree.set_raw("mlx5_0", 1, "hw_counters", "np_cnp_sent", "N/A (no PMA)\n")  # the driver: no such counter
+    assert main(["check", "--sysfs-root", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed"] is False
+    assert any(c["status"] == "absent" and "np_cnp_sent" in c["detail"] for c in doc["checks"])
+    tree.set_raw("mlx5_0", 1, "hw_counters", "np_cnp_sent", "-12\n")  # a counter that lies
+    assert main(["check", "--sysfs-root", str(root)]) == 1
+    assert (
+        "[  FAIL] rdma mlx5_0/1: corrupt counter hw_counters/np_cnp_sent: negative" in capsys.readouterr().out
+    )
+
+
+def test_status_filters_and_raw_options(mlx5_host, capsys):
+    root, _ = mlx5_host
+    base = ["status", "--sysfs-root", str(root), "--interval", "0.05"]
+    assert main([*base, "--device", "mlx5_9"]) == 2  # nothing matches: nothing to show
+    assert "no port matches the filter" in capsys.readouterr().out
+    assert main([*base, "--device", "mlx5_1", "--json"]) == 0
+    assert [p["device"] for p in json.loads(capsys.readouterr().out)["ports"]] == ["mlx5_1"]
+    assert main([*base, "--nonzero"]) == 2
+    assert "add --raw" in capsys.readouterr().err
+    assert main([*base, "--raw", "--grep", "("]) == 2
+    assert "--grep" in capsys.readouterr().err
+    assert main([*base, "--raw", "--grep", "cnp", "--device", "mlx5_0"]) == 0
+    out = capsys.readouterr().out
+    assert "np_cnp_sent" in out and "port_rcv_data" not in out
