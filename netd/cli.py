@@ -26,13 +26,16 @@ __all__ = ["main"]
 
 EPILOG = """\
 examples:
-  netd run                              serve on 127.0.0.1:9469 (emulated fabric if no RDMA NIC)
-  netd run --listen 0.0.0.0:9469        serve on every address (metrics are read-only)
-  netd status                           per-port rates from the running daemon
-  netd status --sysfs-root /tmp/capture read a captured /sys tree directly
-  netd check                            what each source finds, and why something is missing
-  netd fabric --prometheus URL          the cluster view: congestion per ToR/spine, scheduler extender
-  netd bench collect --devices 8 --json CPU cost of one collection tick
+  netd run                                serve on 127.0.0.1:9469 (emulated fabric if no RDMA NIC)
+  netd run --listen 0.0.0.0:9469          serve on every address (metrics are read-only)
+  netd status                             per-port rates from the running daemon (80 columns)
+  netd status --wide --device mlx5_0      every PFC priority, received and sent, for one NIC
+  netd status --raw --nonzero --grep cnp  the raw counters behind the table
+  netd status --sysfs-root /tmp/capture   read a captured /sys tree directly
+  netd check --json                       what each source finds, and why something is missing
+  netd anomalies --watch                  findings as they open and resolve
+  netd fabric --prometheus URL            the cluster view: congestion per ToR/spine, scheduler extender
+  netd bench collect --devices 8 --json   CPU cost of one collection tick
 
 configuration: --config FILE, or $NETD_CONFIG, or /etc/netd/netd.toml if present;
 NETD_<KEY> / NETD_<SECTION>_<KEY> environment variables override the file

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,32 @@ def test_status_filters_and_raw_options(mlx5_host, capsys):
     assert main([*base, "--raw", "--grep", "cnp", "--device", "mlx5_0"]) == 0
     out = capsys.readouterr().out
     assert "np_cnp_sent" in out and "port_rcv_data" not in out
+
+
+def _subcommands(parser) -> list[list[str]]:
+    out = []
+    for action in parser._actions:
+        if isinstance(action.choices, dict):
+            for name, sub in action.choices.items():
+                out.append([name])
+                out += [[name, *rest] for rest in _subcommands(sub)]
+    return out
+
+
+def test_every_subcommand_has_help_and_every_example_of_the_epilog_parses(capsys):
+    from netd.cli import EPILOG, build_parser
+
+    parser = build_parser()
+    commands = _subcommands(parser)
+    assert len(commands) >= 20
+    for argv in commands:
+        with pytest.raises(SystemExit) as done:
+            main([*argv, "--help"])
+        assert done.value.code == 0, argv
+        assert "usage: netd" in capsys.readouterr().out
+    examples = [
+        re.split(r"\s{2,}", line.strip())[0] for line in EPILOG.splitlines() if line.startswith("  netd ")
+    ]
+    assert len(examples) >= 5
+    for example in examples:
+        parser.parse_args(example.replace("URL", "http://127.0.0.1:9090").split()[1:])  # no SystemExit
