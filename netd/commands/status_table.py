@@ -185,8 +185,15 @@ def _wide(priorities: Sequence[int]) -> tuple[tuple[str, Callable[[Port], Cell]]
 
 def _total(ports: Sequence[Port]) -> Port:
     """A pseudo-port whose rates are the sums over ``ports`` (so the same cells render it)."""
-    keys = ("rx_gbps", "tx_gbps", "ecn_marked_per_s", "cnp_sent_per_s", "cnp_handled_per_s")
-    keys += ("retransmits_per_s", "errors_per_s")
+    keys = (
+        "rx_gbps",
+        "tx_gbps",
+        "ecn_marked_per_s",
+        "cnp_sent_per_s",
+        "cnp_handled_per_s",
+        "retransmits_per_s",
+        "errors_per_s",
+    )
     signals: dict[str, Any] = {k: _sum([_signals(p).get(k) for p in ports]) for k in keys}
     by_prio: dict[int, dict[str, Any]] = {}
     for p in ports:
