@@ -10,6 +10,7 @@ from netd.config.settings import load_config
 from netd.congestion.host import components, scorer_from_config
 from netd.congestion.score import Components, Ramp, ScoreModel, aggregate
 from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
+from netd.detect.pfc import stormed_ports
 from netd.model.snapshot import Counter, CounterGroup, PortSample
 from netd.series.port_signals import PortSignals, PriorityPause
 from netd.series.tracker import PortView
@@ -178,8 +179,8 @@ def test_open_storm_findings_from_the_detectors_mark_the_port_stormed():
         1.0,
         1.0,
     )
-    inputs = host_inputs(obs, None, AnomalyState("h", active=(storm, congestion)))
+    inputs = host_inputs(obs, None, stormed_ports(AnomalyState("h", active=(storm, congestion))))
     assert [i.storm_events for i in inputs] == [False, True]
-    assert [i.storm_events for i in host_inputs(obs, None, None)] == [False, False]
+    assert [i.storm_events for i in host_inputs(obs, None, stormed_ports(None))] == [False, False]
     report = CongestionScorer().update(inputs, 1.0)
     assert [p.stormed for p in report.ports] == [False, True]

@@ -110,3 +110,75 @@ def test_the_emulated_fabric_runs_where_configured(tmp_path: Path, in_process: b
         assert sent[1] > sent[0]  # the fabric advanced between the ticks
     finally:
         daemon.close()
+
+
+@pytest.mark.slow
+def test_an_emulated_hosts_tree_read_directly_is_still_emulated(tmp_path: Path):
+    """`netd run --sysfs-root <state>/host1` reads synthetic counters: the emulator's marker beside the tree
+    says so, whatever flag started this daemon (and its host name is the emulated host's, not this VM's)."""
+    fabric = EmulatedFabric(tmp_path / "emu", tors=1, hosts_per_tor=2, ports_per_host=1, seed=3)
+    try:
+        fabric.advance(0.05)
+        cfg = load_config(None, environ={}, overrides={"sysfs_root": fabric.host_root(1)})
+        daemon, choice = build_daemon(cfg)
+        try:
+            assert not choice.emulated and daemon.emulator is None  # no emulator of its own...
+            assert daemon.collector.emulated and daemon.collector.host == "emu-host1"  # ...yet synthetic
+            state = daemon.tick()
+            assert state.observation.snapshot.emulated
+            metrics = TestClient(create_app(daemon.state, daemon.last_tick_age_s, cfg.interval)).get(
+                "/metrics"
+            )
+            assert "netd_fabric_emulated 1.0" in metrics.text
+            assert 'emulated="true"' in metrics.text and 'host="emu-host1"' in metrics.text
+        finally:
+            daemon.close()
+    finally:
+        fabric.close()
+    copy = tmp_path / "copy" / "host1"  # the same files without the marker: a captured tree, not emulated
+    copy.parent.mkdir()
+    (tmp_path / "emu" / "host1").rename(copy)
+    daemon, _ = build_daemon(load_config(None, environ={}, overrides={"sysfs_root": copy}))
+    try:
+        assert not daemon.collector.emulated and daemon.collector.host != "emu-host1"
+    finally:
+        daemon.close()
+
+
+@pytest.mark.slow
+def test_a_dead_emulator_is_a_down_source_then_restarted_not_a_traceback_per_tick(tmp_path: Path, caplog):
+    import logging
+    import os
+    import signal
+    import time
+
+    env = {"NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu"), "NETD_EMULATOR_IN_PROCESS": "false"}
+    daemon, _ = build_daemon(load_config(None, environ=env, overrides={"sysfs_root": tmp_path}))
+    emulator = daemon.emulator
+    assert isinstance(emulator, EmulatorProcess)
+    try:
+        up = {s.source: s.ok for s in daemon.tick().observation.snapshot.sources}
+        assert up["emulator"] is True
+        os.kill(emulator._proc.pid, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="netd.daemon.loop"):
+            states = [daemon.tick() for _ in range(5)]  # no exception: the tick goes on with stale trees
+            for _ in range(20):
+                daemon.fast_tick()
+        assert all(not {s.source: s.ok for s in st.observation.snapshot.sources}["emulator"] for st in states)
+        loop = [r for r in caplog.records if r.name == "netd.daemon.loop" and r.levelno >= logging.WARNING]
+        assert (
+            len(loop) == 1
+            and "exited" in loop[0].getMessage()
+            and not any(r.exc_info for r in caplog.records)
+        )
+        # and the failed source is a finding, once (docs/detection.md: counter_read_error)
+        assert [
+            r.getMessage().count("source:emulator") for r in caplog.records if r.name == "netd.anomalies"
+        ] == [1]
+        client = TestClient(create_app(daemon.state, daemon.last_tick_age_s, 1.0))
+        assert 'netd_source_up{source="emulator"} 0.0' in client.get("/metrics").text
+        time.sleep(0.6)  # the first restart waits 0.5 s
+        assert {s.source: s.ok for s in daemon.tick().observation.snapshot.sources}["emulator"] is True
+        assert emulator.restarts == 1
+    finally:
+        daemon.close()

@@ -67,9 +67,9 @@ netd_port_info{device="mlx5_0",driver="mlx5",emulated="true",host="h1",link_laye
 # HELP netd_port_up 1 when the port state is ACTIVE.
 # TYPE netd_port_up gauge
 netd_port_up{device="mlx5_0",port="1"} 1.0
-# HELP netd_port_speed_bits_per_second Port rate as the driver reports it.
-# TYPE netd_port_speed_bits_per_second gauge
-netd_port_speed_bits_per_second{device="mlx5_0",port="1"} 2e+11
+# HELP netd_port_speed_bytes Port rate as the driver reports it, in bytes per second (as node_network_speed_bytes).
+# TYPE netd_port_speed_bytes gauge
+netd_port_speed_bytes{device="mlx5_0",port="1"} 2.5e+10
 # HELP netd_counter_saturated 1 when a counter is stuck at its width's maximum: its rate is unknown, not zero.
 # TYPE netd_counter_saturated gauge
 netd_counter_saturated{device="mlx5_0",kind="symbol_error",port="1"} 1.0
@@ -88,9 +88,9 @@ netd_rdma_out_of_sequence_total{device="mlx5_0",port="1"} 4.294967306e+09
 # HELP netd_rdma_cqe_errors_total Completions in error.
 # TYPE netd_rdma_cqe_errors_total counter
 netd_rdma_cqe_errors_total{device="mlx5_0",kind="requester",port="1"} 2.0
-# HELP netd_rdma_hw_counter_total Driver counters without a netd name, by raw file name.
-# TYPE netd_rdma_hw_counter_total counter
-netd_rdma_hw_counter_total{device="mlx5_0",kind="rx_dct_connect",port="1"} 9.0
+# HELP netd_rdma_driver_stat_total Driver counters without a netd name, by raw file name.
+# TYPE netd_rdma_driver_stat_total counter
+netd_rdma_driver_stat_total{device="mlx5_0",kind="rx_dct_connect",port="1"} 9.0
 # HELP netd_pfc_pause_frames_total PFC pause frames per priority (rx: received from the peer).
 # TYPE netd_pfc_pause_frames_total counter
 netd_pfc_pause_frames_total{direction="rx",netdev="ens1f0np0",priority="3"} 30.0

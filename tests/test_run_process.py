@@ -38,6 +38,7 @@ def daemon(tmp_path: Path, free_port: int):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as systemd gives a service
     )
     url = f"http://127.0.0.1:{free_port}"
     try:
@@ -75,14 +76,15 @@ def test_emulated_fabric_end_to_end(daemon, free_port):
     )
     assert status.returncode == 0, status.stderr
     assert "EMULATED FABRIC" in status.stdout
-    assert "mlx5_0/1" in status.stdout and "ens1f1np1" in status.stdout
+    assert "mlx5_0/1" in status.stdout and "mlx5_1/1" in status.stdout
     emulator = [pid for pid in _children(proc.pid) if "netd.emulated.child" in _cmdline(pid)]
     assert len(emulator) == 1  # the fabric runs in its own process (netd.emulated.child)
 
-    proc.send_signal(signal.SIGTERM)
+    os.killpg(proc.pid, signal.SIGTERM)  # as systemd stops a service: the whole group at once
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err
     assert "EMULATED FABRIC" in err  # the banner says so
+    assert "Traceback" not in err and "emulated fabric:" not in err  # the child waited for the daemon
     assert not Path(f"/proc/{emulator[0]}").exists() or "netd.emulated.child" not in _cmdline(emulator[0])
 
 

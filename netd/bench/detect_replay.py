@@ -19,7 +19,10 @@ from typing import Any
 
 from netd.bench.detect_eval import Observed
 from netd.config.detect import DetectConfig
+from netd.config.service import CongestionConfig
+from netd.congestion.host import host_inputs, scorer_from_config
 from netd.detect.findings import FindingEvent
+from netd.detect.pfc import stormed_ports
 from netd.detect.service import Detection
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.emulated.faults import FaultLayer
@@ -48,7 +51,13 @@ def _port_index(device: str | None) -> int | None:
 
 
 def run_trace(
-    trace: Trace, cfg: DetectConfig, *, sim_ms_per_s: float, seed: int, tick_s: float = 1.0
+    trace: Trace,
+    cfg: DetectConfig,
+    *,
+    sim_ms_per_s: float,
+    seed: int,
+    tick_s: float = 1.0,
+    congestion: CongestionConfig | None = None,
 ) -> TraceRun:
     fast = cfg.fast_interval
     steps = max(1, round(tick_s / fast)) if fast > 0 else 1
@@ -80,6 +89,9 @@ def run_trace(
             for h in hosts
         ]
         trackers = [SeriesTracker() for _ in hosts]
+        scorers = [
+            scorer_from_config(congestion or CongestionConfig()) for _ in hosts
+        ]  # as the daemon: score, then detect
         detections = [
             Detection(
                 cfg,
@@ -101,11 +113,12 @@ def run_trace(
                     if k < steps - 1:
                         for d in detections:
                             d.fast_sample()
-                for c, tracker, d in zip(collectors, trackers, detections, strict=True):
+                for c, tracker, scorer, d in zip(collectors, trackers, scorers, detections, strict=True):
                     snap = dataclasses.replace(c.collect(), monotonic=now[0], timestamp=EPOCH + now[0])
                     obs = tracker.update(snap)
                     t0 = time.thread_time()
-                    d.on_observation(obs)
+                    inputs = host_inputs(obs, None, stormed_ports(d.state()))
+                    d.on_observation(obs, scorer.update(inputs, snap.timestamp))
                     tick_cpu += time.thread_time() - t0
         finally:
             for c in collectors:

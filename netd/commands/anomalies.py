@@ -88,7 +88,7 @@ def register(sub: Any, common_options: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    common_options(p)
+    common_options(p, sysfs_root=False)
     p.add_argument("--watch", action="store_true", help="refresh until interrupted (change lines when piped)")
     p.add_argument(
         "--interval", type=float, default=1.0, metavar="SECONDS", help="--watch refresh (default 1)"

@@ -30,6 +30,9 @@ class CheckLine:
     def render(self) -> str:
         return f"[{self.status:>6}] {self.what}: {self.detail}"
 
+    def to_dict(self) -> dict[str, str]:
+        return {"status": self.status, "what": self.what, "detail": self.detail}
+
 
 def _rdma_lines(collector: Sampler, cfg: Config) -> tuple[list[CheckLine], bool]:
     snap = collector.collect()
@@ -59,7 +62,13 @@ def _rdma_lines(collector: Sampler, cfg: Config) -> tuple[list[CheckLine], bool]
                 CheckLine("absent", f"rdma {p.device}/{p.port}", "no hw_counters: no ECN/CNP/retransmit data")
             )
         for err in p.read_errors:
-            lines.append(CheckLine("absent", f"rdma {p.device}/{p.port}", f"unreadable counter {err}"))
+            # "N/A (no PMA)" is the driver saying the counter does not exist; anything else (empty,
+            # negative, garbage, out of range) is a counter that lies: a failure, not an absence
+            if "not available" in err:
+                lines.append(CheckLine("absent", f"rdma {p.device}/{p.port}", f"unreadable counter {err}"))
+            else:
+                failed = True
+                lines.append(CheckLine("FAIL", f"rdma {p.device}/{p.port}", f"corrupt counter {err}"))
     if cfg.ethtool.enabled:
         for netdev, sample in sorted(snap.ethtool.items()):
             lines.append(CheckLine("ok", f"ethtool {netdev}", f"{len(sample.stats)} statistics"))

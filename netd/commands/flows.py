@@ -134,7 +134,7 @@ def register(sub: argparse._SubParsersAction, common: Callable[..., None]) -> No
         "retransmissions per remote endpoint. Needs a running `netd run` with [bpf] enabled; RoCE "
         "packets are visible only where the kernel carries them (docs/ebpf.md).",
     )
-    common(p)
+    common(p, sysfs_root=False)
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows per list (default 10)")
     p.add_argument(
         "--sort",

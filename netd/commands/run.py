@@ -23,7 +23,7 @@ from netd.daemon.bpf import bpf_banner, start_bpf
 from netd.daemon.loop import Daemon, Emulator
 from netd.detect.service import build_detection
 from netd.emulated.child import EmulatorProcess
-from netd.emulated.fabric_host import EmulatedFabric, default_state_dir
+from netd.emulated.fabric_host import EmulatedFabric, default_state_dir, emulated_host_of
 from netd.nccl.service import NcclService
 from netd.sources.collect import Sampler
 from netd.sources.sysfs_io import list_dir
@@ -49,14 +49,21 @@ def banner(cfg: Config, daemon: Daemon, choice: FabricChoice) -> str:
             f"{daemon.collector.sysfs_root}.",
         ]
     else:
+        if daemon.collector.emulated:
+            lines.append(
+                f"  >>> EMULATED FABRIC: {daemon.collector.sysfs_root} is emulated host "
+                f"{daemon.collector.host}'s tree, written by another netd's emulated fabric, not a NIC <<<"
+            )
         lines.append(f"  Reading {daemon.collector.sysfs_root}/class/infiniband every {cfg.interval:g} s.")
     st = daemon.state()
+    listen = "" if cfg.listen == Config.model_fields["listen"].default else f" --listen {cfg.listen}"
     lines += bpf_banner(st.observation.snapshot.bpf if st else None, f"http://{url_host}:{port}")
     lines += [
         f"  Metrics: http://{url_host}:{port}/metrics   Ports: http://{url_host}:{port}/v1/ports",
         f"  Topology: http://{url_host}:{port}/v1/topology   Congestion: http://{url_host}:{port}/v1/congestion"
         f"   Scheduler extender: http://{url_host}:{port}/scheduler",
-        "  In another terminal: netd status   (anomalies as they happen: netd anomalies --watch)",
+        f"  In another terminal: netd status{listen}   (anomalies as they happen: "
+        f"netd anomalies{listen} --watch)",
     ]
     return "\n".join(lines)
 
@@ -100,15 +107,17 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         where = e.state_dir or default_state_dir()
         emulator = EmulatedFabric(where, **options) if e.in_process else EmulatorProcess(where, **options)
         root = emulator.host_root(e.host_index)
-    host = emulator.host_name(cfg.emulator.host_index) if emulator is not None else None
-    collector = Sampler.from_config(cfg, root, host=host, emulated=choice.emulated)
+    # an emulated host's tree read directly is still synthetic: the tree's marker decides, not the flag
+    host = emulator.host_name(cfg.emulator.host_index) if emulator is not None else emulated_host_of(root)
+    emulated = choice.emulated or host is not None
+    collector = Sampler.from_config(cfg, root, host=host, emulated=emulated)
     collector.bpf = start_bpf(cfg)  # eBPF probes: attach now, detach in Daemon.close()
     topology = None
     if cfg.topology.enabled:
         topology = TopologyService(cfg.topology, root, collector.host)
         topology.refresh()
     scorer = scorer_from_config(cfg.congestion)
-    detection = build_detection(cfg, collector, choice.emulated)
+    detection = build_detection(cfg, collector, emulated)
     daemon = Daemon(
         collector,
         cfg.interval,

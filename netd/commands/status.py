@@ -18,7 +18,7 @@ from typing import Any
 from netd.api.client import daemon_get
 from netd.api.views import status_document
 from netd.config.settings import Config
-from netd.emulated.fabric_host import MARKER_FILE
+from netd.emulated.fabric_host import emulated_host_of
 from netd.errors import DaemonUnreachable, NetdError
 from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
@@ -40,7 +40,8 @@ def fetch_from_daemon(listen: str, timeout_s: float = 2.0) -> dict[str, Any]:
 
 
 def collect_locally(cfg: Config, root: Path, interval_s: float) -> dict[str, Any]:
-    collector = Sampler.from_config(cfg, root, emulated=(root.parent / MARKER_FILE).exists())
+    host = emulated_host_of(root)
+    collector = Sampler.from_config(cfg, root, host=host, emulated=host is not None)
     try:
         tracker = SeriesTracker()
         tracker.update(collector.collect())

@@ -1,26 +1,50 @@
 """The ``[detect]`` configuration section: thresholds and windows of every detector, with units.
 
 Flat on purpose, so each key has a ``NETD_DETECT_<KEY>`` environment override (netd.config.settings only
-maps one level of sections). Level thresholds are ``(busy, congested, severe)`` triples. Defaults
+maps one level of sections). Defaults
 and the reasoning behind them are in docs/detection.md; keys and units in docs/configuration.md.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import logging
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["LEVELS", "DetectConfig", "Level"]
+__all__ = ["LEVELS", "RETIRED", "DetectConfig", "Level"]
+
+log = logging.getLogger(__name__)
 
 Level = Literal["ok", "busy", "congested", "severe"]
 LEVELS: tuple[Level, ...] = ("ok", "busy", "congested", "severe")
 
-Triple = tuple[float, float, float]
+
+# Keys of netd before congestion findings followed the scorer's levels: still accepted, so an old
+# configuration loads, but they change nothing and say so.
+RETIRED = {
+    "congestion_ce_fraction": "[congestion] ce_fraction",
+    "congestion_cnp_per_packet": "[congestion] cnp_per_packet",
+    "congestion_min_rx_pps": "[congestion] min_packets_per_s",
+    "congestion_exit_ratio": "[congestion] margin",
+    "congestion_exit_ticks": "[congestion] hold_ticks",
+}
 
 
 class DetectConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        if isinstance(data, dict) and RETIRED.keys() & data.keys():
+            data = dict(data)
+            for key in RETIRED.keys() & data.keys():
+                data.pop(key)
+                log.warning(
+                    "[detect] %s is no longer used: congestion levels come from %s", key, RETIRED[key]
+                )
+        return data
 
     enabled: bool = True
     # The PFC fast path: pause/priority counters (ethtool) read this often between ticks; 0 = only
@@ -40,13 +64,10 @@ class DetectConfig(BaseModel):
     pfc_tx_progress_packets: int = Field(0, ge=0, description="packets per sample still counted as none")
     pause_storm_event_hold: float = Field(10.0, gt=0, description="seconds a NIC storm event stays open")
 
-    # congestion levels per port: (busy, congested, severe)
-    congestion_ce_fraction: Triple = (0.0005, 0.002, 0.05)
-    congestion_cnp_per_packet: Triple = (0.0002, 0.001, 0.02)
-    congestion_min_rx_pps: float = Field(1000.0, ge=0, description="packets/s; below, fractions are noise")
+    # congestion findings: the [congestion] scorer's level, held this long (levels and thresholds
+    # live in [congestion]: one meaning of "congested" for findings, /v1/congestion and metrics)
     congestion_finding_level: Literal["busy", "congested", "severe"] = "congested"
-    congestion_exit_ratio: float = Field(0.5, gt=0, le=1)
-    congestion_exit_ticks: int = Field(3, ge=1, le=100)
+    congestion_sustain: float = Field(2.0, ge=0, le=3600, description="seconds at the level before a finding")
 
     # congestion spreading: paused heavily while the port's own ECN/CNP signals stay low
     spreading_pause_fraction: float = Field(0.2, gt=0, le=1)
@@ -78,12 +99,6 @@ class DetectConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> DetectConfig:
-        for name in ("congestion_ce_fraction", "congestion_cnp_per_packet"):
-            busy, congested, severe = getattr(self, name)
-            if not 0 <= busy <= congested <= severe:
-                raise ValueError(
-                    f"{name} must be ascending (busy, congested, severe), got {getattr(self, name)}"
-                )
         if self.baseline_min_samples > self.baseline_window:
             raise ValueError("baseline_min_samples must not exceed baseline_window")
         return self

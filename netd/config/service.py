@@ -54,6 +54,7 @@ class CongestionConfig(_Section):
     margin: float = Field(0.1, ge=0, lt=0.5, description="hysteresis: a level is left this far below it")
     hold_ticks: int = Field(3, ge=1, le=1000)
     storm_pause_fraction: float = Field(0.9, gt=0, le=1)
+    min_packets_per_s: float = Field(1000.0, ge=0, description="below, per-packet ratios are not judged")
 
     @field_validator("ce_fraction", "cnp_per_packet", "pause_fraction", "loss_per_packet")
     @classmethod

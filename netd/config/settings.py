@@ -12,9 +12,11 @@ key, the bad value, what is allowed, and where the value came from.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +28,8 @@ from netd.config.nccl import NcclConfig
 from netd.config.service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
 from netd.config.tuning import TuningConfig
 from netd.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_CONFIG_PATH", "Config", "load_config"]
 
@@ -156,10 +160,42 @@ def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _describe(err: ValidationError, origin: str) -> str:
+# NETD_* variables that are not configuration keys: read by the NCCL plugin, the lab or the loader.
+OTHER_VARIABLES = ("NETD_CONFIG", "NETD_API_TOKEN", "NETD_LAB_ROOT", "NETD_NCCL_SOCKET", "NETD_TUNER")
+
+
+def _unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """NETD_* variables that set nothing (a misspelt key is otherwise silently ignored)."""
+    known = {f"NETD_{k}".upper() for k in Config.model_fields}
+    for key, section in _sections().items():
+        known |= {f"NETD_{key}_{sub}".upper() for sub in section.model_fields}
+    out = []
+    for var in sorted(environ):
+        if not var.startswith("NETD_") or var in known or var.startswith(OTHER_VARIABLES):
+            continue
+        guess = difflib.get_close_matches(var, known, n=1)
+        out.append(f"{var} is not a netd setting" + (f" (did you mean {guess[0]}?)" if guess else ""))
+    return out
+
+
+def _origin_of(key: tuple[Any, ...], layers: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """Which layer set ``key``: the command line, the environment, the file, else the defaults."""
+    for where, data in layers:
+        node: Any = data
+        for part in key:
+            if not isinstance(node, Mapping) or part not in node:
+                break
+            node = node[part]
+        else:
+            return where
+    return "defaults"
+
+
+def _describe(err: ValidationError, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        origin = _origin_of(tuple(e["loc"]), layers)
         if e["type"] == "extra_forbidden":
             lines.append(f"unknown key `{key}` ({origin})")
         else:
@@ -178,24 +214,25 @@ def load_config(
     """
     environ = os.environ if environ is None else environ
     data: dict[str, Any] = {}
-    origin = "defaults"
     if path is None and environ.get("NETD_CONFIG"):
         path = Path(environ["NETD_CONFIG"])
     elif path is None and DEFAULT_CONFIG_PATH.is_file():
         path = DEFAULT_CONFIG_PATH
     if path is not None:
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not UTF-8 text (TOML is UTF-8): {exc.reason}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-        origin = f"from {path}"
+    for problem in _unknown_variables(environ):
+        log.warning("%s; it is ignored", problem)
     env = _env_overrides(environ)
-    if env:
-        origin += " + NETD_* environment"
-    data = _merge(_merge(data, env), overrides or {})
+    layers = [("from the command line", overrides or {}), ("from NETD_* environment", env)]
+    layers.append((f"from {path}", data))
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(_merge(_merge(data, env), overrides or {}))
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origin)) from exc
+        raise ConfigError(_describe(exc, layers)) from exc

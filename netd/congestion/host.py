@@ -7,11 +7,11 @@ rail from the topology.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from netd.config.service import CongestionConfig
 from netd.congestion.score import Components, Ramp, ScoreModel
 from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
-from netd.detect.findings import AnomalyState
-from netd.detect.pfc import KIND_PAUSE_STORM, KIND_PFC_STORM
 from netd.model.topology import Topology
 from netd.series.port_signals import PortSignals, port_signals
 from netd.series.tracker import NetdevView, Observation, PortView
@@ -29,6 +29,11 @@ def _ratio(events: float | None, packets: float | None) -> float | None:
 
 
 def components(view: PortView, signals: PortSignals) -> Components:
+    if view.resets:
+        # A counter went backwards: a device or driver reset, and a 32-bit q-counter that restarted
+        # from high up reads as a huge wrap. Nothing of this port is judged this tick (as the
+        # detectors' feed does), or a reset would score as a loss burst.
+        return Components()
     rx_pkts, tx_pkts = view.rate("rx_packets"), view.rate("tx_packets")
     packets = None if rx_pkts is None and tx_pkts is None else (rx_pkts or 0.0) + (tx_pkts or 0.0)
     pauses = [f for pp in signals.pfc for f in (pp.rx_pause_fraction, pp.tx_pause_fraction) if f is not None]
@@ -40,6 +45,8 @@ def components(view: PortView, signals: PortSignals) -> Components:
         else _ratio(signals.cnp_handled_per_s, tx_pkts),
         pause_fraction=max(pauses) if pauses else None,
         loss_per_packet=_ratio(sum(loss_events), packets) if loss_events else None,
+        rx_packets_per_s=rx_pkts,
+        tx_packets_per_s=tx_pkts,
     )
 
 
@@ -50,19 +57,12 @@ def _storm_events(netdev: NetdevView | None) -> bool:
     return bool(sig.pause_storm_error_events)
 
 
-def _stormed_ports(anomalies: AnomalyState | None) -> set[tuple[str | None, int | None]]:
-    """Ports with an open PFC-storm or pause-storm finding from the detectors (netd.detect)."""
-    if anomalies is None:
-        return set()
-    storms = (KIND_PFC_STORM, KIND_PAUSE_STORM)
-    return {(f.scope.device, f.scope.port) for f in anomalies.active if f.kind in storms}
-
-
 def host_inputs(
-    obs: Observation, topology: Topology | None, anomalies: AnomalyState | None = None
+    obs: Observation, topology: Topology | None, stormed: Collection[tuple[str | None, int | None]] = ()
 ) -> list[ScoreInput]:
+    """``stormed``: ports the detectors hold a PFC or pause storm open on
+    (:func:`netd.detect.pfc.stormed_ports`); their level counts the storm."""
     host = obs.snapshot.host
-    stormed = _stormed_ports(anomalies)
     out = []
     for v in obs.ports:
         p = v.sample
@@ -92,4 +92,4 @@ def scorer_from_config(c: CongestionConfig) -> CongestionScorer:
         for name in ("ce_fraction", "cnp_per_packet", "pause_fraction", "loss_per_packet")
     }
     levels = Levels(c.busy, c.congested, c.severe, c.margin, c.hold_ticks, c.alpha, c.storm_pause_fraction)
-    return CongestionScorer(ScoreModel(ramps=ramps), levels)
+    return CongestionScorer(ScoreModel(ramps=ramps, min_packets_per_s=c.min_packets_per_s), levels)

@@ -53,12 +53,15 @@ class Ramp:
 
 @dataclass(frozen=True, slots=True)
 class Components:
-    """The four signals of one port (None: the NIC does not report it, or no rate yet)."""
+    """The four signals of one port (None: the NIC does not report it, or no rate yet), and the packet
+    rates the two per-packet ratios were taken over (None: not known, e.g. read back from Prometheus)."""
 
     ce_fraction: float | None = None
     cnp_per_packet: float | None = None
     pause_fraction: float | None = None
     loss_per_packet: float | None = None
+    rx_packets_per_s: float | None = None
+    tx_packets_per_s: float | None = None
 
     def as_dict(self) -> dict[str, float | None]:
         return {name: getattr(self, name) for name in SIGNALS}
@@ -83,6 +86,10 @@ class ScoreModel:
         }
     )
 
+    # Below this many packets/s a per-packet ratio is noise (3 of 5 packets marked is not 60 %
+    # congestion): ce_fraction is not judged under it on receive, cnp_per_packet on send.
+    min_packets_per_s: float = 1000.0
+
     def __post_init__(self) -> None:
         for name in SIGNALS:
             if name not in self.ramps or name not in self.weights:
@@ -96,9 +103,14 @@ class ScoreModel:
             return 1.0, {"link_down": 1.0}
         keep = 1.0
         contributions: dict[str, float] = {}
+        too_few = {
+            "ce_fraction": components.rx_packets_per_s,
+            "cnp_per_packet": components.tx_packets_per_s,
+        }
         for name in SIGNALS:
             value = getattr(components, name)
-            if value is None:
+            pps = too_few.get(name)
+            if value is None or (pps is not None and pps < self.min_packets_per_s):
                 continue
             part = self.weights[name] * self.ramps[name](value)
             contributions[name] = part

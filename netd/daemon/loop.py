@@ -20,7 +20,10 @@ from typing import Protocol
 from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
 from netd.daemon.state import PublishedState
+from netd.detect.pfc import stormed_ports
 from netd.detect.service import Detection, wait_running_fast_path
+from netd.errors import NetdError
+from netd.model.snapshot import SourceStatus
 from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
 from netd.topology.service import TopologyService
@@ -77,6 +80,7 @@ class Daemon:
         self._clock = clock
         self._tracker = SeriesTracker()
         self._errors: Tally[str] = Tally()
+        self._emulator_problem: str | None = None  # the last failure logged (logged again only when new)
         self._ticks = 0
         self._state: PublishedState | None = None
         self.started_at = clock()
@@ -88,36 +92,54 @@ class Daemon:
         st = self._state
         return None if st is None else self._clock() - st.observation.snapshot.monotonic
 
-    def _advance_emulator(self, wall_s: float, fast: bool = False) -> None:
+    def _advance_emulator(self, wall_s: float, fast: bool = False) -> SourceStatus:
+        """Step the emulated fabric; its failure is a failed source of the tick (its trees are then
+        stale), logged once per distinct problem, never a traceback per tick or fast-path sample."""
         assert self.emulator is not None  # fabric time in proportion to the wall time stepped
         sim_ms = self.emulator.sim_ms_per_tick * wall_s / self.interval_s
         # A fast-path step rewrites only the tree this daemon reads (10x per second for all 8 hosts
         # cost more CPU than the rest of the daemon); every full tick renders every host.
         render = (self.emulator_host,) if fast else None
-        self.emulator.advance(wall_s, sim_ms=sim_ms, render=render)
+        start = time.monotonic()
+        try:
+            self.emulator.advance(wall_s, sim_ms=sim_ms, render=render)
+        except NetdError as exc:
+            if str(exc) != self._emulator_problem:
+                log.warning("emulated fabric: %s (its counters are stale until it recovers)", exc)
+            self._emulator_problem = str(exc)
+            return SourceStatus("emulator", False, time.monotonic() - start, str(exc))
+        if self._emulator_problem is not None:
+            log.warning("emulated fabric recovered")
+            self._emulator_problem = None
+        return SourceStatus("emulator", True, time.monotonic() - start)
 
     def fast_tick(self) -> None:
         """One PFC fast-path sample between ticks: pause counters only (docs/detection.md)."""
         st, det = self._state, self.detection
         if st is None or det is None:
             return
-        if self.emulator is not None:
-            self._advance_emulator(det.fast_interval_s, fast=True)
+        if self.emulator is not None and self._advance_emulator(det.fast_interval_s, fast=True).ok:
             self._fast_advanced += det.fast_interval_s
         self._state = dataclasses.replace(st, anomalies=det.fast_sample())
 
     def tick(self) -> PublishedState:
+        emulator = None
         if self.emulator is not None:
-            self._advance_emulator(max(self.interval_s - self._fast_advanced, 0.0))
+            emulator = self._advance_emulator(max(self.interval_s - self._fast_advanced, 0.0))
             self._fast_advanced = 0.0
         snap = self.collector.collect()
+        if emulator is not None:
+            snap = dataclasses.replace(snap, sources=(*snap.sources, emulator))
         for s in snap.sources:
             if not s.ok:
                 self._errors[s.source] += 1
         obs = self._tracker.update(snap)
         topo = self.topology.topology(snap.ports) if self.topology is not None else None
-        anomalies = self.detection.on_observation(obs) if self.detection is not None else None
-        congestion = self.scorer.update(host_inputs(obs, topo, anomalies), snap.timestamp)  # storms count
+        # Score first (with the storms the detectors hold open, fast path included), then detect on the
+        # scorer's levels: "congested" means the same in a finding as in /v1/congestion.
+        previous = self._state.anomalies if self._state is not None else None
+        congestion = self.scorer.update(host_inputs(obs, topo, stormed_ports(previous)), snap.timestamp)
+        anomalies = self.detection.on_observation(obs, congestion) if self.detection is not None else None
         self._ticks += 1
         self._state = PublishedState(
             observation=obs,

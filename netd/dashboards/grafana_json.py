@@ -272,6 +272,8 @@ def _variable(v: Variable) -> dict[str, Any]:
         "description": v.description,
         "hide": 2 if v.hidden else 0,
         "includeAll": v.multi,
+        # "All" as one regex, not an alternation of every value Grafana happened to load
+        **({"allValue": ".*"} if v.multi else {}),
         "label": v.label,
         "multi": v.multi,
         "name": v.name,

@@ -22,7 +22,7 @@ __all__ = ["port_detail"]
 
 def _throughput() -> Row:
     rx, tx = rate("netd_rdma_rx_bytes_total", RATE, PORT), rate("netd_rdma_tx_bytes_total", RATE, PORT)
-    speed = "on(instance, device, port) netd_port_speed_bits_per_second"
+    speed = "on(instance, device, port) netd_port_speed_bytes"
     return Row(
         "Throughput",
         (
@@ -44,8 +44,8 @@ def _throughput() -> Row:
                 "receiver).",
                 "percentunit",
                 (
-                    Target(f"8 * {rx} / {speed}", legend=f"rx {PORT_LEGEND}"),
-                    Target(f"8 * {tx} / {speed}", legend=f"tx {PORT_LEGEND}"),
+                    Target(f"{rx} / {speed}", legend=f"rx {PORT_LEGEND}"),
+                    Target(f"{tx} / {speed}", legend=f"tx {PORT_LEGEND}"),
                 ),
                 max=1,
             ),

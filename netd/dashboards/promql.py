@@ -38,8 +38,8 @@ LOSS_COUNTERS = (
     "netd_rdma_retransmits_total",
     "netd_rdma_local_ack_timeouts_total",
 )
-PORT_KEYS = "instance, device, port"
-NETDEV_KEYS = "instance, netdev"
+PORT_KEYS = "job, instance, device, port"  # job too: two jobs may scrape one host (federation, migration)
+NETDEV_KEYS = "job, instance, netdev"
 
 
 def matchers(*parts: str) -> str:

@@ -1,47 +1,51 @@
-"""Congestion levels per port — ok, busy, congested, severe — with hysteresis so a level does not flap.
+"""Congestion findings: a port the congestion scorer holds at ``congested`` (or worse) for a while.
 
-Congestion is reported where it happens: at the port whose *arriving* traffic the switch marks. The
-signals are normalised by that traffic, so a port at line rate is not "more congested" than an idle
-one with the same marking:
+"Congested" has one meaning in netd: the level of the port's congestion score (netd.congestion:
+ECN-CE fraction received, CNPs handled per packet sent, pause fraction, loss per packet, smoothed,
+with hysteresis), the same level `/v1/congestion`, `netd status` and `netd_port_congestion_level`
+show. This detector does not judge counters itself; it turns a *sustained* level into a finding:
 
-* CE fraction: ``np_ecn_marked_roce_packets`` / RDMA packets received;
-* CNPs sent (this port as notification point) per RDMA packet received.
+* opened when the port's level has stayed at ``congestion_finding_level`` or above for
+  ``congestion_sustain`` seconds (a single incast burst that the scorer already smooths away is not an
+  incident) and the level is carried by the port's arriving traffic being CE-marked (the CE fraction
+  contributes at least as much as CNPs handled, pause or loss: a sender's level is carried by its
+  CNPs, a victim's by pause, a lossy port's by loss, and those have their own findings); severity
+  follows the level (busy info, congested warning, severe critical);
+* resolved when the level falls below it (the scorer's hysteresis already keeps it from flapping).
 
-A port receiving fewer than ``congestion_min_rx_pps`` packets/s is ``ok`` (a handful of marked
-packets is not a fraction worth judging). A level is entered at once when a signal crosses its
-threshold, and left only after ``congestion_exit_ticks`` consecutive ticks below the thresholds
-scaled by ``congestion_exit_ratio``. Senders see the same event as CNPs handled and pause received:
-those are in the evidence, and raise their own findings only as spreading or a storm.
+Congestion is reported where it happens: at the port whose arriving traffic the switch marks.
+Senders see the same event as CNPs handled and pause received: those are in the evidence, and raise
+their own findings only as spreading or a storm.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from netd.config.detect import LEVELS
+from netd.config.detect import LEVELS, DetectConfig
 from netd.detect.base import PerPortDetector, port_scope, ratio
 from netd.detect.findings import Candidate, Severity
-from netd.detect.inputs import PortInput
+from netd.detect.inputs import DetectInput, PortCongestion, PortInput
 
-__all__ = ["KIND_CONGESTION", "CongestionDetector", "level_of"]
+__all__ = ["KIND_CONGESTION", "CongestionDetector"]
 
 KIND_CONGESTION = "congestion"
+_LEVEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(LEVELS)}
 _SEVERITY = {1: Severity.INFO, 2: Severity.WARNING, 3: Severity.CRITICAL}
-
-
-def level_of(value: float | None, thresholds: tuple[float, float, float], scale: float = 1.0) -> int:
-    """0 ok, 1 busy, 2 congested, 3 severe: how many thresholds ``value`` reaches (a zero
-    threshold is reached only by a positive value)."""
-    if value is None:
-        return 0
-    return sum(1 for t in thresholds if value >= t * scale and value > 0)
+_SIGNAL_WORDS = {
+    "ce_fraction": "of received RoCE packets CE-marked",
+    "cnp_per_packet": "CNPs handled per packet sent",
+    "pause_fraction": "of the time paused",
+    "loss_per_packet": "loss events per packet",
+}
 
 
 @dataclass(slots=True)
 class _PortLevel:
     level: int = 0
-    below: int = 0  # consecutive ticks under the exit thresholds of the current level
+    since: float | None = None  # when the port reached the finding level (monotonic)
     evidence: dict[str, Any] | None = None
     priority: int | None = None
 
@@ -49,70 +53,81 @@ class _PortLevel:
 class CongestionDetector(PerPortDetector[tuple[str, int], _PortLevel]):
     kinds: tuple[str, ...] = (KIND_CONGESTION,)
 
-    def signals(self, p: PortInput, dt: float) -> dict[str, Any]:
-        rx = p.counter("rx_packets")
-        enough = rx is not None and rx / dt >= self.cfg.congestion_min_rx_pps
-        ce = ratio(p.counter("ecn_marked"), rx) if enough else None
-        cnp = ratio(p.counter("cnp_sent"), rx) if enough else None
-        return {
-            "interval_s": round(dt, 3),
-            "rx_packets_per_s": None if rx is None else round(rx / dt, 1),
-            "ce_fraction": None if ce is None else round(min(ce, 1.0), 6),
-            "cnp_sent_per_packet": None if cnp is None else round(cnp, 6),
-            "cnp_sent_per_s": _rate(p.counter("cnp_sent"), dt),
-            "ecn_marked_per_s": _rate(p.counter("ecn_marked"), dt),
-            "cnp_handled_per_s": _rate(p.counter("cnp_handled"), dt),
-            "rx_pause_fraction": {
-                pc.priority: round(min((pc.rx_pause_us or 0.0) / (dt * 1e6), 1.0), 4)
-                for pc in p.priorities
-                if pc.rx_pause_us is not None
-            },
-        }
+    def __init__(self, cfg: DetectConfig) -> None:
+        super().__init__(cfg)
+        self._congestion: Mapping[tuple[str, int], PortCongestion] = {}
+        self._now = 0.0
 
-    def _level(self, sig: dict[str, Any], scale: float) -> int:
-        cfg = self.cfg
-        return max(
-            level_of(sig["ce_fraction"], cfg.congestion_ce_fraction, scale),
-            level_of(sig["cnp_sent_per_packet"], cfg.congestion_cnp_per_packet, scale),
-        )
+    def _tick(self, inp: DetectInput) -> None:
+        self._congestion, self._now = inp.congestion, inp.monotonic
+        super()._tick(inp)
 
     def _step(self, p: PortInput, dt: float) -> None:
         st = self._state.setdefault(p.key, _PortLevel())
-        sig = self.signals(p, dt)
-        raw = self._level(sig, 1.0)
-        if raw >= st.level:
-            st.level, st.below = raw, 0
-        else:
-            # Leave a level only after a run of ticks under its (lower) exit thresholds.
-            exit_level = self._level(sig, self.cfg.congestion_exit_ratio)
-            if exit_level < st.level:
-                st.below += 1
-                if st.below >= self.cfg.congestion_exit_ticks:
-                    st.level, st.below = exit_level, 0
-            else:
-                st.below = 0
-        if st.level < self.cfg.level_index(self.cfg.congestion_finding_level):
-            st.evidence = None
+        judged = self._congestion.get(p.key)
+        st.level = _LEVEL_INDEX.get(judged.level, 0) if judged is not None and _queueing(judged) else 0
+        if judged is None or st.level < self.cfg.level_index(self.cfg.congestion_finding_level):
+            st.since, st.evidence = None, None
+            return
+        if st.since is None:
+            st.since = self._now
+        if self._now - st.since < self.cfg.congestion_sustain:
             return
         if st.evidence is None:  # a new episode: its scope (priority) stays fixed for its life
             st.priority = _lossless_priority(p)
-        if raw >= st.level or st.evidence is None:  # the evidence is that of the last tick at the level
-            sig.update(level=LEVELS[st.level])
-            st.evidence = sig
-        st.evidence["ticks_below_exit"] = st.below
+        st.evidence = _evidence(p, dt, judged, self._now - st.since)
 
     def _finding(self, host: str, p: PortInput, key: tuple[str, int], st: _PortLevel) -> Candidate | None:
         ev = st.evidence
         if ev is None:
             return None
         text = (
-            f"{p.device}/{p.port} level {LEVELS[st.level]}: {_pct(ev['ce_fraction'])} of received RoCE "
-            f"packets CE-marked, {ev['cnp_sent_per_s'] or 0:.0f} CNPs/s sent — the switch queue towards "
-            "this port is congested (incast or a hot receiver); first check which senders target it "
-            "(CNPs handled on their hosts) and the ToR port's ECN thresholds"
+            f"{p.device}/{p.port} {LEVELS[st.level]} for {ev['sustained_s']:.0f} s "
+            f"(score {ev['score']:.2f}: {_dominant(ev)}) — the switch queue towards this port is "
+            "congested (incast or a hot receiver); first check which senders target it (CNPs handled "
+            "on their hosts) and the ToR port's ECN thresholds"
         )
         scope = port_scope(host, p, st.priority)
         return Candidate(KIND_CONGESTION, scope, _SEVERITY[st.level], text, ev)
+
+
+def _queueing(judged: PortCongestion) -> bool:
+    """The level is carried by the marks on the port's *arriving* traffic: the CE fraction contributes
+    at least as much as any other signal. A sender's level is carried by the CNPs it handles, a
+    victim's by pause, a lossy port's by loss: those are the receiver's finding's evidence, or the PFC
+    storm, spreading and loss detectors' findings, not a second congestion finding per incast."""
+    parts = judged.contributions
+    ce = parts.get("ce_fraction", 0.0)
+    return ce > 0 and ce >= max((v for k, v in parts.items() if k != "ce_fraction"), default=0.0)
+
+
+def _evidence(p: PortInput, dt: float, judged: PortCongestion, sustained_s: float) -> dict[str, Any]:
+    rx = p.counter("rx_packets")
+    return {
+        "level": judged.level,
+        "score": round(judged.score, 4),
+        "sustained_s": round(sustained_s, 3),
+        "contributions": {k: round(v, 4) for k, v in judged.contributions.items()},
+        "signals": {k: None if v is None else round(v, 6) for k, v in judged.signals.items()},
+        "interval_s": round(dt, 3),
+        "rx_packets_per_s": None if rx is None else round(rx / dt, 1),
+        "ce_fraction": None if (ce := ratio(p.counter("ecn_marked"), rx)) is None else round(min(ce, 1.0), 6),
+        "cnp_sent_per_s": _rate(p.counter("cnp_sent"), dt),
+        "cnp_handled_per_s": _rate(p.counter("cnp_handled"), dt),
+    }
+
+
+def _dominant(ev: dict[str, Any]) -> str:
+    """The signals that made the score, largest contribution first, in words."""
+    parts = sorted(ev["contributions"].items(), key=lambda kv: -kv[1])
+    words = []
+    for name, _ in parts[:2]:
+        value = ev["signals"].get(name)
+        if value is None or name not in _SIGNAL_WORDS:
+            continue
+        shown = f"{value:.2%}" if name in ("ce_fraction", "pause_fraction") else f"{value:.2g}"
+        words.append(f"{shown} {_SIGNAL_WORDS[name]}")
+    return ", ".join(words) or "link down"
 
 
 def _lossless_priority(p: PortInput) -> int | None:
@@ -122,7 +137,3 @@ def _lossless_priority(p: PortInput) -> int | None:
 
 def _rate(delta: float | None, dt: float) -> float | None:
     return None if delta is None else round(delta / dt, 1)
-
-
-def _pct(value: float | None) -> str:
-    return "?" if value is None else f"{value:.2%}"

@@ -95,7 +95,9 @@ class DetectionEngine:
         self._recent: deque[Finding] = deque(maxlen=cfg.history)
         self._totals: Counter[tuple[str, str]] = Counter()
         self._counted: dict[str, set[Severity]] = {}
-        self._errors: Counter[str] = Counter()
+        # every detector's error count exists from the start, at 0 (a counter that appears on the first
+        # error hides that error from rate() and increase())
+        self._errors: Counter[str] = Counter({type(d).__name__: 0 for d in self.detectors})
         self._evaluations = 0
         self._state = AnomalyState(host=host)
 

@@ -16,10 +16,19 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from netd.model.snapshot import PortIdentity, frozen_map
 
-__all__ = ["DetectInput", "InputPath", "LinkChange", "PortInput", "PriorityCounters", "port_key"]
+__all__ = [
+    "DetectInput",
+    "InputPath",
+    "LinkChange",
+    "PortCongestion",
+    "PortInput",
+    "PriorityCounters",
+    "port_key",
+]
 
 
 class InputPath(enum.Enum):
@@ -89,6 +98,17 @@ class PortInput(PortIdentity):
 
 
 @dataclass(frozen=True, slots=True)
+class PortCongestion:
+    """The congestion scorer's judgement of one port this tick (netd.congestion): the one meaning of
+    "congested" that `/v1/congestion`, `netd_port_congestion_level` and the detector share."""
+
+    level: str  # ok, busy, congested, severe (after the scorer's smoothing and hysteresis)
+    score: float  # the smoothed score the level was judged on
+    contributions: Mapping[str, float] = field(default_factory=frozen_map)  # weighted sub-scores
+    signals: Mapping[str, float | None] = field(default_factory=frozen_map)  # the four ratios
+
+
+@dataclass(frozen=True, slots=True)
 class DetectInput:
     """One evaluation's worth of input. ``monotonic`` drives every duration; ``timestamp`` (wall
     clock) is only for display, so a stepped clock never shortens or lengthens a finding."""
@@ -101,6 +121,8 @@ class DetectInput:
     ports: tuple[PortInput, ...] = ()
     link_changes: tuple[LinkChange, ...] = ()
     source_errors: Mapping[str, str] = field(default_factory=frozen_map)  # failed sources, this tick
+    # (device, port) -> the congestion scorer's level this tick; empty on the PFC path
+    congestion: Mapping[tuple[str, int], PortCongestion] = field(default_factory=lambda: MappingProxyType({}))
 
     def port(self, device: str, port: int) -> PortInput | None:
         for p in self.ports:

@@ -22,10 +22,10 @@ from typing import Any
 
 from netd.config.detect import DetectConfig
 from netd.detect.base import judgeable, port_scope, prune, ratio
-from netd.detect.findings import Candidate, Severity
+from netd.detect.findings import AnomalyState, Candidate, Severity
 from netd.detect.inputs import DetectInput, InputPath, PortInput, PriorityCounters
 
-__all__ = ["KIND_PAUSE_STORM", "KIND_PFC_STORM", "PfcStormDetector"]
+__all__ = ["KIND_PAUSE_STORM", "KIND_PFC_STORM", "PfcStormDetector", "stormed_ports"]
 
 KIND_PFC_STORM = "pfc_storm"
 KIND_PAUSE_STORM = "pause_storm"
@@ -179,3 +179,12 @@ class PfcStormDetector:
             f"{p.netdev or '<netdev>'} pfc-prevention-tout`"
         )
         return Candidate(KIND_PAUSE_STORM, port_scope(host, p), severity, text, ev)
+
+
+def stormed_ports(state: AnomalyState | None) -> set[tuple[str | None, int | None]]:
+    """(device, port) of every port with an open PFC-storm or pause-storm finding: the congestion
+    scorer counts a port the detectors hold stormed (netd.congestion.host)."""
+    if state is None:
+        return set()
+    storms = (KIND_PFC_STORM, KIND_PAUSE_STORM)
+    return {(f.scope.device, f.scope.port) for f in state.active if f.kind in storms}

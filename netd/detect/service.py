@@ -18,21 +18,30 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from netd.config.detect import DetectConfig
 from netd.config.settings import Config
+from netd.congestion.scorer import CongestionReport
 from netd.detect.engine import DetectionEngine
 from netd.detect.feed import DetectFeed
 from netd.detect.findings import AnomalyState, FindingEvent, Severity
-from netd.detect.inputs import LinkChange
+from netd.detect.inputs import LinkChange, PortCongestion
 from netd.errors import SourceError
 from netd.model.snapshot import EthtoolSample
 from netd.series.tracker import Observation
 from netd.sources.collect import Sampler
 from netd.sources.netlink_events import LinkEvent, LinkMonitor
 
-__all__ = ["Detection", "PfcReader", "build_detection", "log_line", "wait_running_fast_path"]
+__all__ = [
+    "Detection",
+    "PfcReader",
+    "build_detection",
+    "log_line",
+    "port_congestion",
+    "wait_running_fast_path",
+]
 
 log = logging.getLogger("netd.anomalies")
 PfcReader = Callable[[Sequence[str]], Mapping[str, EthtoolSample]]
@@ -43,6 +52,17 @@ def _quote(value: object) -> str:
     if not text or any(c in text for c in ' "=\\'):
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return text
+
+
+def port_congestion(report: CongestionReport, host: str) -> Mapping[tuple[str, int], PortCongestion]:
+    """This host's ports of a congestion report, as the detectors read them."""
+    out: dict[tuple[str, int], PortCongestion] = {}
+    for s in report.ports:
+        if s.labels.get("host") != host or not s.labels.get("port", "").isdigit():
+            continue
+        key = (s.labels["device"], int(s.labels["port"]))
+        out[key] = PortCongestion(s.level, s.smoothed, s.contributions, s.signals)
+    return MappingProxyType(out)
 
 
 def log_line(event: FindingEvent) -> str:
@@ -107,10 +127,13 @@ class Detection:
     def state(self) -> AnomalyState:
         return self._state
 
-    def on_observation(self, obs: Observation) -> AnomalyState:
+    def on_observation(self, obs: Observation, congestion: CongestionReport | None = None) -> AnomalyState:
         """A tick: the PFC input from the tick's ethtool sample first (so a storm is known before the
-        tick-path detectors judge the same second), then the tick input."""
+        tick-path detectors judge the same second), then the tick input with the congestion scorer's
+        levels for this tick (``congestion``: the daemon's report, scored before detection)."""
         tick = self.feed.tick_input(obs)
+        if congestion is not None:
+            tick = dataclasses.replace(tick, congestion=port_congestion(congestion, obs.snapshot.host))
         snap = obs.snapshot
         pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
         self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))

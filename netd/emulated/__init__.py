@@ -15,6 +15,7 @@ __all__, __getattr__, __dir__ = public_face(
             "EmulatedFabric",
             "FabricHook",
             "default_state_dir",
+            "emulated_host_of",
             "host_name",
             "host_root",
             "rate_text",

@@ -13,8 +13,13 @@ emulator would have rendered. The wait is a blocking pipe read, which releases t
 Protocol (one JSON object per line): the child starts with ``{"ready": n_hosts}`` or
 ``{"error": message}``; each ``{"advance": [wall_s, sim_ms, render]}`` is answered by ``{"ok": true}``
 or ``{"error": message}``. End of input ends the child (so it never outlives the daemon, even a
-killed one); it ignores SIGINT so a Ctrl-C in the terminal stops the daemon first, which then closes
-the pipe.
+killed one); it ignores SIGINT and SIGTERM, so a Ctrl-C in the terminal or systemd's SIGTERM to the
+whole process group stops the daemon first, which then closes the pipe.
+
+Supervision: a child that dies (killed, out of memory) is restarted by the next :meth:`advance`
+after a backoff (0.5 s doubling to 30 s); until then, and while a restart fails, :meth:`advance`
+raises :class:`~netd.errors.NetdError` at once, which the daemon reports as its ``emulator`` source
+being down. A restarted fabric starts from zero, as a NIC does after a reset.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,29 +39,56 @@ from netd.errors import NetdError
 __all__ = ["EmulatorProcess", "main"]
 
 _CLOSE_TIMEOUT_S = 10.0
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # waits before restart attempts 1, 2, ... (then 30 s)
+
+
+class _Exited(NetdError):
+    """The child is gone (as opposed to a live child answering with an error)."""
 
 
 class EmulatorProcess:
     """What the daemon needs of an :class:`EmulatedFabric` (advance, layout, close), with the fabric
-    living in a child process. ``options`` are EmulatedFabric's keyword arguments."""
+    living in a supervised child process. ``options`` are EmulatedFabric's keyword arguments."""
 
-    def __init__(self, state_dir: Path, **options: Any) -> None:
+    def __init__(
+        self, state_dir: Path, *, clock: Callable[[], float] = time.monotonic, **options: Any
+    ) -> None:
         self.state_dir = state_dir
         self.sim_ms_per_tick = float(options.get("sim_ms_per_tick", 50.0))
         self.elapsed_s = 0.0  # as EmulatedFabric's: the wall time the emulation has stepped
-        spec = json.dumps({"state_dir": str(state_dir), **options})
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "netd.emulated.child", spec],
+        self.restarts = 0
+        self._spec = json.dumps({"state_dir": str(state_dir), **options})
+        self._clock = clock
+        self._proc: subprocess.Popen[str] | None = None
+        self._failures = 0  # consecutive deaths and failed restarts: the backoff step
+        self._retry_at = 0.0
+        self._why = ""
+        self._proc = self._start()  # the first start's failure is the caller's error, not a restart
+        self.n_hosts = self._n_hosts
+
+    def _start(self) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "netd.emulated.child", self._spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             bufsize=1,  # line-buffered: each request is one line
         )
         try:
-            self.n_hosts = int(self._reply("starting")["ready"])
+            self._n_hosts = int(_reply(proc, "starting")["ready"])
         except NetdError:
-            self.close()
+            _stop(proc)
             raise
+        return proc
+
+    def _gone(self, why: str) -> NetdError:
+        """Note a death or failed restart and when to try again; the error for this advance."""
+        self._proc = None
+        delay = BACKOFF_S[min(self._failures, len(BACKOFF_S) - 1)]
+        self._failures += 1
+        self._retry_at = self._clock() + delay
+        self._why = f"{why}; restart attempt {self._failures} in {delay:g} s"
+        return NetdError(self._why)
 
     def host_root(self, host: int) -> Path:
         return host_root(self.state_dir, host, self.n_hosts)
@@ -67,44 +100,69 @@ class EmulatorProcess:
     def advance(
         self, wall_s: float, sim_ms: float | None = None, render: Sequence[int] | None = None
     ) -> None:
-        self._send({"advance": [wall_s, sim_ms, None if render is None else list(render)]})
-        self._reply("advancing")
-        self.elapsed_s += wall_s
-
-    def _send(self, request: dict[str, Any]) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
+        if self._proc is None:
+            if self._clock() < self._retry_at:
+                raise NetdError(self._why)
+            try:
+                self._proc = self._start()
+            except NetdError as exc:
+                raise self._gone(f"restarting the emulated fabric process failed: {exc}") from None
+            self.restarts += 1
+        proc = self._proc
         try:
-            stdin.write(json.dumps(request) + "\n")
-        except (BrokenPipeError, ValueError):
-            raise NetdError(f"the emulated fabric process exited (status {self._proc.poll()})") from None
-
-    def _reply(self, doing: str) -> dict[str, Any]:
-        stdout = self._proc.stdout
-        assert stdout is not None
-        line = stdout.readline()
-        if not line:
-            status = self._proc.wait(_CLOSE_TIMEOUT_S)
-            raise NetdError(f"the emulated fabric process exited while {doing} (status {status})")
-        reply: dict[str, Any] = json.loads(line)
-        if "error" in reply:
-            raise NetdError(reply["error"])
-        return reply
+            _send(proc, {"advance": [wall_s, sim_ms, None if render is None else list(render)]})
+            _reply(proc, "advancing")
+        except _Exited as exc:
+            _stop(proc)
+            raise self._gone(str(exc)) from None
+        self._failures = 0
+        self.elapsed_s += wall_s
 
     def close(self) -> None:
         """End the child (end of input) and wait for it; kill it if it does not go."""
-        if self._proc.stdin is not None and not self._proc.stdin.closed:
-            try:
-                self._proc.stdin.close()
-            except BrokenPipeError:
-                pass
+        if self._proc is not None:
+            _stop(self._proc)
+            self._proc = None
+
+
+def _send(proc: subprocess.Popen[str], request: dict[str, Any]) -> None:
+    stdin = proc.stdin
+    assert stdin is not None
+    try:
+        stdin.write(json.dumps(request) + "\n")
+    except (BrokenPipeError, ValueError):
+        raise _Exited(f"the emulated fabric process exited (status {proc.poll()})") from None
+
+
+def _reply(proc: subprocess.Popen[str], doing: str) -> dict[str, Any]:
+    stdout = proc.stdout
+    assert stdout is not None
+    line = stdout.readline()
+    if not line:
         try:
-            self._proc.wait(_CLOSE_TIMEOUT_S)
+            status = proc.wait(_CLOSE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
+            status = None
+        raise _Exited(f"the emulated fabric process exited while {doing} (status {status})")
+    reply: dict[str, Any] = json.loads(line)
+    if "error" in reply:
+        raise NetdError(reply["error"])
+    return reply
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.stdin is not None and not proc.stdin.closed:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+    try:
+        proc.wait(_CLOSE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def _serve(fabric: EmulatedFabric, requests: IO[str], replies: IO[str]) -> None:
@@ -121,9 +179,7 @@ def _serve(fabric: EmulatedFabric, requests: IO[str], replies: IO[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when we stop: see above
-    import os
-
-    os.nice(int(os.environ.get("EXP_NICE", "0")))
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     spec = json.loads((sys.argv[1:] if argv is None else argv)[0])
     state_dir = Path(spec.pop("state_dir"))
     try:

@@ -42,6 +42,7 @@ __all__ = [
     "EmulatedFabric",
     "FabricHook",
     "default_state_dir",
+    "emulated_host_of",
     "host_name",
     "host_root",
     "rate_text",
@@ -76,6 +77,16 @@ def host_root(state_dir: Path, host: int, n_hosts: int) -> Path:
 
 def host_name(host: int) -> str:
     return f"emu-host{host}"
+
+
+def emulated_host_of(root: Path) -> str | None:
+    """The emulated host whose tree ``root`` is (``<state_dir>/host<N>`` beside the marker the emulator
+    writes), else None. What a tree *is* decides "emulated", not how netd was started: a daemon pointed
+    at ``/run/netd/emulated/host4`` still reads synthetic counters and must say so."""
+    name = root.name
+    if not (name.startswith("host") and name[4:].isdigit()):
+        return None
+    return host_name(int(name[4:])) if (root.parent / MARKER_FILE).is_file() else None
 
 
 def rate_text(gbps: float) -> str:

@@ -73,7 +73,9 @@ def _port_families(obs: Observation, topology: Topology | None = None) -> Iterat
     )
     up = GaugeMetricFamily("netd_port_up", "1 when the port state is ACTIVE.", labels=["device", "port"])
     speed = GaugeMetricFamily(
-        "netd_port_speed_bits_per_second", "Port rate as the driver reports it.", labels=["device", "port"]
+        "netd_port_speed_bytes",
+        "Port rate as the driver reports it, in bytes per second (as node_network_speed_bytes).",
+        labels=["device", "port"],
     )
     sat = GaugeMetricFamily(
         "netd_counter_saturated",
@@ -101,7 +103,7 @@ def _port_families(obs: Observation, topology: Topology | None = None) -> Iterat
         if p.state is not None:
             up.add_metric(labels, 1 if p.up else 0)
         if p.rate_gbps is not None:
-            speed.add_metric(labels, p.rate_gbps * 1e9)
+            speed.add_metric(labels, p.rate_gbps * 1e9 / 8)
         for raw in sorted(v.saturated):
             sat.add_metric([*labels, raw], 1)
     yield from (info, up, speed, sat)
@@ -141,7 +143,7 @@ def _rdma_counter_families(views: tuple[PortView, ...]) -> Iterator[Metric]:
                 ).add_metric(labels, total)
             else:
                 family(
-                    "netd_rdma_hw_counter", "Driver counters without a netd name, by raw file name.", True
+                    "netd_rdma_driver_stat", "Driver counters without a netd name, by raw file name.", True
                 ).add_metric([*labels, raw], total)
     yield from families.values()
 

@@ -160,7 +160,7 @@ def register(sub: Any, common_options: Common) -> None:
         description="show [FILE]: the daemon's current table (or FILE), with the model's reasons. "
         "export FILE: save the daemon's table for NETD_TUNER_TABLE and print its SHA-256.",
     )
-    common_options(table)
+    common_options(table, sysfs_root=False)
     table.add_argument("action", choices=("show", "export"))
     table.add_argument("file", nargs="?", type=Path, help="table file (required for export)")
     table.add_argument("--json", action="store_true", help="JSON output")

@@ -91,6 +91,7 @@ class BccBpfSource:
         self._clock = JiffiesClock()
         self._stats_fd = enable_run_stats() if settings.run_stats else None
         self._next_scan = 0.0
+        self._evictions: dict[str, int] = {}  # map -> evictions reported so far (monotonic)
         self._scan: dict[str, Any] = {
             "flows": (),
             "tcp": (),
@@ -252,6 +253,14 @@ class BccBpfSource:
         self._scan["at"] = time.time()
         self._next_scan = time.monotonic() + self.settings.flow_scan_interval_s
 
+    def _evicted(self, name: str, estimate: int) -> int:
+        """Evictions as a counter: entries created minus entries live, never lower than before. The
+        live count comes from the map scan (every flow_scan_interval) and the created count from this
+        tick, so the raw difference dips whenever a scan catches up; a counter must not go down."""
+        best = max(estimate, self._evictions.get(name, 0))
+        self._evictions[name] = best
+        return best
+
     def _fill(self, roce_events: dict, tcp_events: dict, pfc_entries: int) -> tuple[MapFill, ...]:
         s, scan, out = self.settings, self._scan, []
         if "roce_parser.c" in self._objs and s.flow_table_size:
@@ -262,7 +271,7 @@ class BccBpfSource:
                     "netd_roce_flows",
                     scan["flow_entries"],
                     s.flow_table_size,
-                    max(0, created - scan["flow_entries"]),
+                    self._evicted("netd_roce_flows", created - scan["flow_entries"]),
                 )
             )
             out.append(
@@ -277,7 +286,7 @@ class BccBpfSource:
                     "netd_tcp_retrans",
                     scan["tcp_entries"],
                     s.tcp_table_size,
-                    max(0, created - scan["tcp_entries"]),
+                    self._evicted("netd_tcp_retrans", created - scan["tcp_entries"]),
                 )
             )
         return tuple(out)

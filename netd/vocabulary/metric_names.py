@@ -2,7 +2,7 @@
 
 Base units, ``_total`` for counters, and priority/direction as labels. A
 vocabulary name that is not listed here is exported generically
-(``netd_rdma_hw_counter_total{kind="<raw name>"}``) so nothing a driver offers
+(``netd_rdma_driver_stat_total{kind="<raw name>"}``) so nothing a driver offers
 is lost, without one metric name per driver-specific file.
 """
 

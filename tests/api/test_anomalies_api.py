@@ -18,18 +18,19 @@ from netd.detect.engine import DetectionEngine
 from netd.exporter import NetdCollector
 from netd.model.snapshot import Snapshot
 from netd.series.tracker import SeriesTracker
-from tests.detect.helpers import HOST, busy, cfg, pfc, port, prio, stormed, tick
+from tests.detect.helpers import HOST, busy, cfg, pfc, port, prio, stormed, tick, with_levels
 
 
 def anomalies_state():
     """A storm on mlx5_0 prio 3 (active), congestion on mlx5_1 (active), loss on mlx5_1 (resolved)."""
-    engine = DetectionEngine(cfg(loss_quiet_time=1.0), HOST)
+    engine = DetectionEngine(cfg(loss_quiet_time=1.0, congestion_sustain=0.0), HOST)
     for t in (0.1, 0.2, 0.3):
         engine.evaluate(pfc(t, port(priorities=(stormed(),))))
     lossy = port("mlx5_1", counters=busy(ce=0.01) | {"out_of_sequence": 300.0}, priorities=(prio(3),))
-    engine.evaluate(tick(1.0, port(priorities=(prio(3),)), lossy))
+    hot = {("mlx5_1", 1): "congested"}  # the congestion scorer's level for the port
+    engine.evaluate(with_levels(tick(1.0, port(priorities=(prio(3),)), lossy), hot))
     calm = port("mlx5_1", counters=busy(ce=0.01) | {"out_of_sequence": 0.0}, priorities=(prio(3),))
-    engine.evaluate(tick(2.0, port(priorities=(prio(3),)), calm))
+    engine.evaluate(with_levels(tick(2.0, port(priorities=(prio(3),)), calm), hot))
     return engine.state()
 
 

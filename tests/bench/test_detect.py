@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cc.sim.workload import Flow
+from cc.sim.workload import GREEDY, Flow
 from netd.bench.detect_eval import Observed, score
 from netd.bench.detect_replay import run_trace
 from netd.config.settings import load_config
@@ -38,14 +38,20 @@ def test_short_trace_every_fault_found_nothing_else() -> None:
         CounterStall(7, 0, 25.5, 32.0),
         SpreadingVictim(3, 1, 28.7, 35.0, pause_fraction=0.5),
     ]
-    trace = Trace(
-        "short", 40.0, ScheduledWorkload([(0.0, 40.0, "allreduce", ring())], sim_ms_per_s=2.0), faults
-    )
+    # then a 7:1 incast onto host 7's port 0: the congestion scorer's level, held, is the finding
+    incast = tuple(Flow((h, 0), (7, 0), GREEDY) for h in range(7))
+    segments = [
+        (0.0, 40.0, "allreduce", ring()),
+        (40.0, 48.0, "incast", incast),
+        (48.0, 50.0, "allreduce", ring()),
+    ]
+    congestion = [Label("congestion", 7, 0, 40.0, 48.0)]
+    trace = Trace("short", 50.0, ScheduledWorkload(segments, sim_ms_per_s=2.0), faults, congestion)
     cfg = load_config(None, environ={}).detect
     run = run_trace(trace, cfg, sim_ms_per_s=2.0, seed=5)
     rows = {
         r["kind"]: r
-        for r in score(trace.labels(), run.findings, host_hours=run.hosts * 40 / 3600, end_s=40.0)
+        for r in score(trace.labels(), run.findings, host_hours=run.hosts * 50 / 3600, end_s=50.0)
     }
     for kind in (
         "pfc_storm",
@@ -55,12 +61,13 @@ def test_short_trace_every_fault_found_nothing_else() -> None:
         "counter_saturated",
         "counter_stalled",
         "congestion_spreading",
+        "congestion",
     ):
         assert rows[kind]["recall"] == 1.0, rows[kind]
         assert rows[kind]["false_alarms"] == 0, rows[kind]
     assert set(rows) == {lb.kind for lb in trace.labels()}, rows  # no other kind fired anywhere
     assert rows["pfc_storm"]["median_detection_latency_s"] <= 0.3
-    assert run.fast_samples == run.hosts * 40 * 9 and run.fast_cpu_s > 0
+    assert run.fast_samples == run.hosts * 50 * 9 and run.fast_cpu_s > 0
 
 
 def observed(kind: str, opened: float, closed: float | None, port: int = 0) -> Observed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -118,3 +119,34 @@ def test_the_readme_counts_what_the_rule_files_hold():
     readme = (RULES / "README.md").read_text()
     assert f"{len(recording_rules())} recording rules" in readme
     assert f"{len(alerts())} alerts" in readme
+
+
+@pytest.mark.slow
+def test_promtool_finds_nothing_to_lint_in_what_netd_exports(promtool, tmp_path):
+    """`promtool check metrics` on a real exposition: names, units and types as Prometheus wants them."""
+    from fastapi.testclient import TestClient
+
+    from netd.api.app import create_app
+    from netd.commands.run import build_daemon
+    from netd.config.settings import load_config
+
+    env = {"NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu"), "NETD_EMULATOR_IN_PROCESS": "true"}
+    daemon, _ = build_daemon(load_config(None, environ=env, overrides={"sysfs_root": tmp_path}))
+    try:
+        daemon.tick()
+        daemon.tick()
+        exposition = TestClient(create_app(daemon.state, daemon.last_tick_age_s, 1.0)).get("/metrics").text
+    finally:
+        daemon.close()
+    assert "netd_anomaly_detector_errors_total{detector=" in exposition  # at 0 from the start
+    checked = subprocess.run([promtool, "check", "metrics"], input=exposition, capture_output=True, text=True)
+    assert checked.returncode == 0 and not (checked.stdout + checked.stderr).strip(), (
+        checked.stdout + checked.stderr
+    )
+
+
+def test_every_all_variable_has_one_regex_for_all():
+    for path in (REPO / "dashboards").glob("*.json"):
+        for var in json.loads(path.read_text())["templating"]["list"]:
+            if var.get("includeAll"):
+                assert var.get("allValue") == ".*", (path.name, var["name"])

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
 from typing import Any
 
 from netd.config.detect import DetectConfig
-from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
+from netd.detect.inputs import (
+    DetectInput,
+    InputPath,
+    LinkChange,
+    PortCongestion,
+    PortInput,
+    PriorityCounters,
+)
 from netd.model.snapshot import frozen_map
 
 HOST = "h1"
@@ -91,3 +100,19 @@ def busy(
         "cnp_sent": cnp_per_packet * rx,
         "cnp_handled": 0.0,
     }
+
+
+def judged(level: str, score: float = 0.6, ce: float = 0.03) -> PortCongestion:
+    """The congestion scorer's verdict on a port, as the daemon hands it to the detectors."""
+    return PortCongestion(
+        level,
+        score,
+        MappingProxyType({"ce_fraction": 0.5, "pause_fraction": 0.1}),
+        MappingProxyType({"ce_fraction": ce, "pause_fraction": 0.02, "cnp_per_packet": None}),
+    )
+
+
+def with_levels(inp: DetectInput, levels: dict[tuple[str, int], str]) -> DetectInput:
+    """A tick input carrying the scorer's level for some ports."""
+    verdicts = {key: judged(level) for key, level in levels.items()}
+    return dataclasses.replace(inp, congestion=MappingProxyType(verdicts))

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from netd.congestion.host import host_inputs
+from netd.congestion.scorer import CongestionScorer
 from netd.detect.engine import DetectionEngine
 from netd.detect.feed import DetectFeed
+from netd.detect.pfc import stormed_ports
+from netd.detect.service import port_congestion
 from netd.model.snapshot import (
     Counter,
     CounterGroup,
@@ -66,15 +70,22 @@ def snapshot(
 
 
 class Pipeline:
+    """What the daemon does each tick: series, the congestion scorer, then the detectors."""
+
     def __init__(self, **overrides: object) -> None:
         self.tracker, self.feed = SeriesTracker(), DetectFeed()
-        self.engine = DetectionEngine(cfg(**overrides), HOST)
+        self.engine = DetectionEngine(cfg(**({"congestion_sustain": 0.0} | overrides)), HOST)
+        self.scorer = CongestionScorer()
         self.events: list = []
 
     def step(self, snap: Snapshot) -> list:
         obs = self.tracker.update(snap)
+        report = self.scorer.update(
+            host_inputs(obs, None, stormed_ports(self.engine.state())), snap.timestamp
+        )
         pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp)
-        tick_input = self.feed.tick_input(obs)
+        levels = port_congestion(report, HOST)
+        tick_input = dataclasses.replace(self.feed.tick_input(obs), congestion=levels)
         events = self.engine.evaluate(pfc) + self.engine.evaluate(tick_input)
         self.events += events
         return events
@@ -125,12 +136,12 @@ def test_ethtool_reset_is_not_a_storm_or_discards() -> None:
 
 def test_slow_tick_gap_carries_findings_without_judging() -> None:
     p = Pipeline(max_gap=5.0)
-    marked = lambda n: healthy(n) | {"ecn_marked": int(0.01 * LINE_PPS * n)}  # noqa: E731
-    p.step(snapshot(0.0, 100.0, [sample("mlx5_0", marked(0))]))
-    p.step(snapshot(1.0, 101.0, [sample("mlx5_0", marked(1))]))
+    marked = lambda n: healthy(n) | {"ecn_marked": int(0.1 * LINE_PPS * n)}  # noqa: E731
+    for t in range(3):  # the scorer's smoothed level reaches "congested" on the second marked tick
+        p.step(snapshot(float(t), 100.0 + t, [sample("mlx5_0", marked(t))]))
     assert [f.kind for f in p.engine.state().active] == ["congestion"]
     # the loop stalled for 30 s; the interval is not judged: the finding is carried, nothing new opens
-    assert p.step(snapshot(31.0, 131.0, [sample("mlx5_0", marked(1) | {"out_of_sequence": 10_000})])) == []
+    assert p.step(snapshot(32.0, 132.0, [sample("mlx5_0", marked(2) | {"out_of_sequence": 10_000})])) == []
     assert [f.kind for f in p.engine.state().active] == ["congestion"]
 
 
@@ -145,23 +156,29 @@ def test_a_short_slow_tick_is_judged_at_its_real_rate() -> None:
 
 def test_wall_clock_jumps_do_not_change_durations() -> None:
     p = Pipeline()
-    marked = lambda n: healthy(n) | {"ecn_marked": int(0.01 * LINE_PPS * n)}  # noqa: E731
+    marked = lambda n: healthy(n) | {"ecn_marked": int(0.1 * LINE_PPS * n)}  # noqa: E731
     walls = [1000.0, 1001.0, 1002.0 - 3600, 1003.0 - 3600, 1004.0 + 86400]  # NTP steps back, then forward
+    walls += [1005.0 + 86400 + k for k in range(6)]
+    at = {}
     for t, wall in enumerate(walls):
-        p.step(snapshot(float(t), wall, [sample("mlx5_0", marked(t))]))
-    for t, wall in ((5, 1005.0 + 86400), (6, 1006.0 + 86400), (7, 1007.0 + 86400), (8, 1008.0 + 86400)):
-        p.step(snapshot(float(t), wall, [sample("mlx5_0", healthy(t))]))
+        values = marked(t) if t < 5 else healthy(t)
+        for e in p.step(snapshot(float(t), wall, [sample("mlx5_0", values)])):
+            at[e.action] = float(t)
     (f,) = p.engine.state().recent
-    assert f.started_at == 1001.0 and f.duration_s == 6.0 and f.ended_at == f.started_at + 6.0
+    # opened on one side of the steps and resolved on the other: the duration is monotonic time
+    assert at["opened"] <= 2.0 and at["resolved"] >= 5.0
+    assert f.duration_s == at["resolved"] - at["opened"]
+    assert f.started_at == walls[int(at["opened"])] and f.ended_at == f.started_at + f.duration_s
     assert f.last_seen_at >= f.started_at
 
 
 def test_a_port_disappearing_mid_finding_is_resolved_and_can_return() -> None:
     p = Pipeline()
-    marked = lambda n: healthy(n) | {"ecn_marked": int(0.01 * LINE_PPS * n)}  # noqa: E731
-    p.step(snapshot(0.0, 100.0, [sample("mlx5_0", marked(0)), sample("mlx5_1", healthy(0))]))
-    p.step(snapshot(1.0, 101.0, [sample("mlx5_0", marked(1)), sample("mlx5_1", healthy(1))]))
-    events = p.step(snapshot(2.0, 102.0, [sample("mlx5_1", healthy(2))]))  # mlx5_0 hot-unplugged
+    marked = lambda n: healthy(n) | {"ecn_marked": int(0.1 * LINE_PPS * n)}  # noqa: E731
+    for t in range(3):
+        p.step(snapshot(float(t), 100.0 + t, [sample("mlx5_0", marked(t)), sample("mlx5_1", healthy(t))]))
+    assert [f.kind for f in p.engine.state().active] == ["congestion"]
+    events = p.step(snapshot(2.5, 102.5, [sample("mlx5_1", healthy(2))]))  # mlx5_0 hot-unplugged
     assert [(e.action, e.finding.resolution) for e in events] == [("resolved", "port disappeared")]
     # it comes back with fresh counters: the first reading has no delta, so no false finding
     events = p.step(

@@ -1,111 +1,94 @@
-"""Congestion levels (normalised by traffic) and their hysteresis."""
+"""Congestion findings follow the congestion scorer's level, held for `congestion_sustain` seconds."""
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
+
 import pytest
 
-from netd.detect.congestion import KIND_CONGESTION, CongestionDetector, level_of
-from tests.detect.helpers import busy, cfg, port, prio, tick
+from netd.detect.congestion import KIND_CONGESTION, CongestionDetector
+from netd.detect.inputs import DetectInput, PortCongestion
+from tests.detect.helpers import busy, cfg, port, prio, tick, with_levels
 
-LEVEL_CASES = [
-    (None, 0),
-    (0.0, 0),
-    (0.0004, 0),
-    (0.0005, 1),
-    (0.0019, 1),
-    (0.002, 2),
-    (0.049, 2),
-    (0.05, 3),
-    (0.9, 3),
-]
+KEY = ("mlx5_0", 1)
 
 
-@pytest.mark.parametrize(("value", "level"), LEVEL_CASES)
-def test_level_of(value: float | None, level: int) -> None:
-    assert level_of(value, (0.0005, 0.002, 0.05)) == level
+def at(t: float, level: str | None, priorities: tuple | None = None) -> DetectInput:
+    ports = port(counters=busy(ce=0.01, cnp_per_packet=0.002), priorities=priorities or (prio(3),))
+    return with_levels(tick(t, ports), {} if level is None else {KEY: level})
 
 
-def test_a_zero_threshold_needs_a_positive_value() -> None:
-    assert level_of(0.0, (0.0, 0.1, 0.2)) == 0
-    assert level_of(1e-9, (0.0, 0.1, 0.2)) == 1
-
-
-# (what, CE fraction per tick, CNPs per packet per tick, expected severity per tick: None = no finding)
+# (what, scorer level per 1 s tick, expected severity per tick: None = no finding); sustain 2 s
 SEQUENCES = [
-    ("an all-reduce at line rate with no marks", [0.0] * 4, None, [None] * 4),
-    ("busy is a level but not a finding by default", [0.001] * 3, None, [None] * 3),
-    ("congested at once, severe at once", [0.003, 0.06], None, ["warning", "critical"]),
+    ("ok all along", ["ok"] * 4, [None] * 4),
+    ("busy is a level but not a finding by default", ["busy"] * 4, [None] * 4),
+    ("congested held 2 s opens a warning", ["congested"] * 4, [None, None, "warning", "warning"]),
+    ("a burst shorter than the sustain is no incident", ["congested", "congested", "ok", "ok"], [None] * 4),
+    ("the clock restarts after a dip", ["congested", "busy", "congested", "congested"], [None] * 4),
+    ("severe is critical", ["severe"] * 3 + ["congested"], [None, None, "critical", "warning"]),
     (
-        "hysteresis: three ticks under half the threshold to leave",
-        [0.003, 0.0, 0.0, 0.0, 0.0],
-        None,
-        ["warning", "warning", "warning", None, None],
+        "resolved when the scorer leaves the level",
+        ["congested"] * 3 + ["busy"],
+        [None, None, "warning", None],
     ),
-    (
-        "just under the threshold but above half of it holds the level",
-        [0.003, 0.0015, 0.0015, 0.0015, 0.0],
-        None,
-        ["warning"] * 5,
-    ),
-    ("a dip resets the exit countdown", [0.003, 0.0, 0.0, 0.003, 0.0, 0.0], None, ["warning"] * 6),
-    (
-        "severe steps down to congested, then out",
-        [0.06, 0.003, 0.003, 0.003, 0.0, 0.0, 0.0],
-        None,
-        ["critical", "critical", "critical", "warning", "warning", "warning", None],
-    ),
-    (
-        "CNPs sent per packet count too (ECN counter absent)",
-        [None, None],
-        [0.002, 0.03],
-        ["warning", "critical"],
-    ),
+    ("no level known for the port: nothing judged", [None] * 4, [None] * 4),
 ]
 
 
-@pytest.mark.parametrize(("what", "ce", "cnp", "severities"), SEQUENCES, ids=[s[0] for s in SEQUENCES])
-def test_levels_with_hysteresis(what: str, ce: list, cnp: list | None, severities: list) -> None:
-    d = CongestionDetector(cfg())
+@pytest.mark.parametrize(("what", "levels", "severities"), SEQUENCES, ids=[s[0] for s in SEQUENCES])
+def test_a_finding_is_a_sustained_scorer_level(what: str, levels: list, severities: list) -> None:
+    d = CongestionDetector(cfg(congestion_sustain=2.0))
     got = []
-    for i, fraction in enumerate(ce):
-        counters = busy(ce=fraction or 0.0, cnp_per_packet=cnp[i] if cnp else 0.0)
-        if fraction is None:
-            del counters["ecn_marked"]
-        found = d.evaluate(tick(float(i + 1), port(counters=counters, priorities=(prio(3),))))
+    for i, level in enumerate(levels):
+        found = d.evaluate(at(float(i + 1), level))
         got.append(found[0].severity.value if found else None)
     assert got == severities
 
 
-def test_too_little_traffic_is_not_judged() -> None:
-    d = CongestionDetector(cfg(congestion_min_rx_pps=1000))
-    counters = busy(ce=0.5, pps=500)  # half the marked packets, but 500 packets/s
-    assert not d.evaluate(tick(1.0, port(counters=counters)))
-
-
-def test_finding_scope_evidence_and_explanation() -> None:
-    d = CongestionDetector(cfg())
-    (c,) = d.evaluate(tick(1.0, port(counters=busy(ce=0.01, cnp_per_packet=0.002), priorities=(prio(3),))))
-    assert c.kind == KIND_CONGESTION and c.scope.priority == 3
-    assert c.evidence["ce_fraction"] == pytest.approx(0.01) and c.evidence["level"] == "congested"
-    assert c.evidence["cnp_sent_per_s"] == pytest.approx(0.002 * 200e9 / 8 / 4096, rel=1e-3)
-    assert "1.00% of received RoCE packets CE-marked" in c.explanation
-
-
-def test_priority_is_named_only_when_the_port_has_one_pfc_priority() -> None:
-    d = CongestionDetector(cfg())
-    (c,) = d.evaluate(tick(1.0, port(counters=busy(ce=0.01), priorities=(prio(3), prio(4)))))
-    assert c.scope.priority is None
-
-
-def test_level_threshold_for_findings_is_configurable() -> None:
-    d = CongestionDetector(cfg(congestion_finding_level="busy"))
-    (c,) = d.evaluate(tick(1.0, port(counters=busy(ce=0.001))))
+def test_zero_sustain_opens_at_once_and_the_level_is_configurable() -> None:
+    d = CongestionDetector(cfg(congestion_sustain=0.0, congestion_finding_level="busy"))
+    (c,) = d.evaluate(at(1.0, "busy"))
     assert c.severity.value == "info"
 
 
-def test_gaps_and_first_ticks_carry_the_level() -> None:
-    d = CongestionDetector(cfg(max_gap=5.0))
-    assert not d.evaluate(tick(1.0, port(counters=busy(ce=0.01)), dt=None))  # first sample: no rates
-    assert d.evaluate(tick(2.0, port(counters=busy(ce=0.01))))
-    assert d.evaluate(tick(30.0, port(counters=busy(ce=0.0, dt=28.0)), dt=28.0))  # not judged: carried
-    assert not d.evaluate(tick(31.0))  # the port is gone
+def test_finding_scope_evidence_and_explanation_carry_the_scorers_judgement() -> None:
+    d = CongestionDetector(cfg(congestion_sustain=1.0))
+    assert not d.evaluate(at(1.0, "congested"))
+    (c,) = d.evaluate(at(2.0, "congested"))
+    assert c.kind == KIND_CONGESTION and c.scope.priority == 3
+    ev = c.evidence
+    assert ev["level"] == "congested" and ev["score"] == 0.6 and ev["sustained_s"] == 1.0
+    assert ev["contributions"] == {"ce_fraction": 0.5, "pause_fraction": 0.1}
+    assert ev["ce_fraction"] == pytest.approx(0.01)  # the port's own counters this tick, for the reader
+    assert c.explanation.startswith("mlx5_0/1 congested for 1 s (score 0.60: 3.00% of received RoCE")
+
+
+def test_priority_is_named_only_when_the_port_has_one_pfc_priority() -> None:
+    d = CongestionDetector(cfg(congestion_sustain=0.0))
+    (c,) = d.evaluate(at(1.0, "congested", priorities=(prio(3), prio(4))))
+    assert c.scope.priority is None
+
+
+def test_retired_threshold_keys_still_load_and_change_nothing(caplog) -> None:
+    old = cfg(congestion_ce_fraction=(0.1, 0.2, 0.3), congestion_exit_ticks=9)
+    assert old == cfg()
+    assert "congestion_ce_fraction is no longer used" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("contributions", "finding"),
+    [
+        ({"ce_fraction": 0.5, "pause_fraction": 0.1}, True),
+        ({"ce_fraction": 0.3, "cnp_per_packet": 0.3}, True),  # a receiver that also sends into congestion
+        ({"ce_fraction": 0.1, "cnp_per_packet": 0.6}, False),  # an incast sender: its CNPs carry the level
+        ({"ce_fraction": 0.1, "loss_per_packet": 1.0}, False),  # a loss burst: the loss detector's
+        ({"pause_fraction": 0.9}, False),  # paused, not marked: a storm or spreading
+        ({"link_down": 1.0}, False),
+    ],
+)
+def test_only_a_level_carried_by_marked_arrivals_is_a_congestion_finding(contributions, finding) -> None:
+    d = CongestionDetector(cfg(congestion_sustain=0.0))
+    verdict = PortCongestion("severe", 0.9, MappingProxyType(contributions), MappingProxyType({}))
+    inp = dataclasses.replace(at(1.0, None), congestion=MappingProxyType({KEY: verdict}))
+    assert bool(d.evaluate(inp)) is finding

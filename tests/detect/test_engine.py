@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
+
 from netd.detect.engine import DetectionEngine, suppress
 from netd.detect.findings import Candidate, Scope, Severity
-from netd.detect.inputs import DetectInput
+from netd.detect.inputs import DetectInput, PortCongestion
 from tests.detect.helpers import HOST, busy, cfg, pfc, port, prio, stormed, tick
 
 
@@ -113,11 +116,13 @@ def test_a_detector_that_raises_keeps_its_findings() -> None:
 
 
 def test_real_detectors_storm_and_congestion_end_to_end() -> None:
-    engine = DetectionEngine(cfg(), HOST)
+    engine = DetectionEngine(cfg(congestion_sustain=0.0), HOST)
     events = []
     for t in (0.1, 0.2, 0.3):
         events += engine.evaluate(pfc(t, port(priorities=(stormed(),))))
-    events += engine.evaluate(tick(1.0, port(counters=busy(ce=0.01), priorities=(prio(3),))))
+    hot = tick(1.0, port(counters=busy(ce=0.1), priorities=(prio(3),)))
+    level = PortCongestion("severe", 0.9, MappingProxyType({"ce_fraction": 0.8}), MappingProxyType({}))
+    events += engine.evaluate(dataclasses.replace(hot, congestion=MappingProxyType({("mlx5_0", 1): level})))
     opened = sorted((e.finding.kind, e.finding.started_monotonic) for e in events if e.action == "opened")
     assert opened == [("congestion", 1.0), ("pfc_storm", 0.2)]
     assert [f.kind for f in engine.state().active] == ["pfc_storm", "congestion"]  # worst first

@@ -70,12 +70,55 @@ def test_a_dead_child_is_an_error_not_a_hang(child: EmulatorProcess):
 
 def test_close_ends_the_child_and_frees_the_state_dir(tmp_path: Path):
     first = EmulatorProcess(tmp_path / "emu", **OPTIONS)
+    proc = first._proc
     first.close()
-    assert first._proc.returncode == 0
+    assert proc is not None and proc.returncode == 0
     second = EmulatorProcess(tmp_path / "emu", **OPTIONS)  # the lock went with the child
     second.close()
 
 
-def test_ctrl_c_in_the_terminal_does_not_kill_the_child(child: EmulatorProcess):
-    os.kill(child._proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_systemds_sigterm_to_the_group_does_not_kill_the_child(child: EmulatorProcess, sig):
+    os.kill(child._proc.pid, sig)  # a terminal's Ctrl-C, or systemd stopping the service's cgroup
     child.advance(0.5)  # still answering: the daemon decides when it stops
+
+
+def test_a_dead_child_is_restarted_after_a_backoff(tmp_path: Path):
+    now = [0.0]
+    child = EmulatorProcess(tmp_path / "emu", clock=lambda: now[0], **OPTIONS)
+    root = child.host_root(0)
+    try:
+        child.advance(0.5)
+        os.kill(child._proc.pid, signal.SIGKILL)
+        with pytest.raises(NetdError, match="exited.*restart attempt 1 in 0.5 s"):
+            child.advance(0.5)
+        with pytest.raises(NetdError, match="restart attempt 1"):  # within the backoff: no new child
+            child.advance(0.5)
+        assert child._proc is None and child.restarts == 0
+        now[0] += 0.5
+        child.advance(0.5)  # restarted: lockstep again, on the same trees
+        assert child.restarts == 1 and _counter(root, "port_xmit_data") > 0
+        os.kill(child._proc.pid, signal.SIGKILL)  # dying again right away: the backoff starts over
+        with pytest.raises(NetdError, match="restart attempt 1 in 0.5 s"):
+            child.advance(0.5)
+    finally:
+        child.close()
+
+
+def test_a_child_that_cannot_restart_backs_off_further(tmp_path: Path):
+    now = [0.0]
+    child = EmulatorProcess(tmp_path / "emu", clock=lambda: now[0], **OPTIONS)
+    try:
+        child._spec = child._spec.replace('"tors": 1', '"tors": 0')  # the next start fails
+        os.kill(child._proc.pid, signal.SIGKILL)
+        with pytest.raises(NetdError, match="attempt 1 in 0.5 s"):
+            child.advance(0.5)
+        waits = []
+        for _ in range(3):
+            now[0] += 100.0
+            with pytest.raises(NetdError, match="restarting the emulated fabric process failed") as failed:
+                child.advance(0.5)
+            waits.append(str(failed.value).rsplit(" in ", 1)[1])
+        assert waits == ["1 s", "2 s", "4 s"]
+    finally:
+        child.close()
