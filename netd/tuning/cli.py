@@ -130,8 +130,6 @@ def _local_applier(cfg: Config, root: Path) -> tuple[Applier, list[str], Outcome
     recovered = applier.recover()
     if recovered is not None:
         print(f"netd: change set {recovered.txid} was left open; putting it back: {recovered.state}")
-        if recovered.state != "recovered":
-            print(f"netd: {recovered.error}", file=sys.stderr)
     return applier, notes, recovered
 
 

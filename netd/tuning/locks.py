@@ -42,5 +42,6 @@ def device_locks(directories: Iterable[Path]) -> Iterator[None]:
     """Every device directory locked, in path order (two appliers never hold one each and wait)."""
     with ExitStack() as stack:
         for directory in sorted(set(directories)):
-            stack.enter_context(flock(directory, f"the NIC parameters in {directory}"))
+            if directory.is_dir():  # a device that is gone has no writer to keep out; its writes fail
+                stack.enter_context(flock(directory, f"the NIC parameters in {directory}"))
         yield

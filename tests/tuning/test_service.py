@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from cc.tune.tuner import Tuner, TunerPolicy
 from netd.api.app import create_app
+from netd.cli import main
 from netd.config.settings import load_config
 from netd.daemon.state import PublishedState
 from netd.emulated.fabric_host import EmulatedFabric
@@ -27,6 +29,7 @@ from netd.tuning.faults import Fault, FaultyFiles
 from netd.tuning.metrics import TuningCollector
 from netd.tuning.routes import tuning_router
 from netd.tuning.service import TuningService
+from tests.api.conftest import serving
 from tests.cc.test_tuner import synthetic
 
 
@@ -232,3 +235,26 @@ def test_a_failed_apply_answers_409_with_the_outcome_file_by_file(host: Host) ->
     assert {r["result"] for r in outcome["results"]} <= {"undone", "not-written"}
     assert any(r["result"] == "undone" for r in outcome["results"])
     assert service.values["mlx5_0"]["rp_time_reset"] == 300 and service.actions["apply_failed"] == 1
+
+
+@pytest.mark.slow  # a real HTTP server and the CLI against it
+def test_netd_tune_apply_against_the_daemon_exits_1_when_the_write_failed(
+    host: Host, free_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = host.service()
+    service.mode = "recommend"
+    drive(host, service, 4)
+    reset1 = service.applier.trees[1].path / "rp_time_reset"
+    service.applier.files = FaultyFiles(Fault("read", errno.EIO, path=str(reset1)))
+    app = create_app(lambda: host.state, lambda: 0.0, 1.0, routers=(tuning_router(service, "tok"),))
+    monkeypatch.setenv("NETD_LISTEN", f"127.0.0.1:{free_port}")
+    monkeypatch.setenv("NETD_API_TOKEN", "tok")
+    with serving(app, free_port):
+        assert main(["tune", "--apply"]) == 1
+        out, err = capsys.readouterr()
+        assert "apply: failed" in out and "Input/output error" in out
+        assert err.startswith("netd: not applied (failed): ") and err.count("\n") == 1
+        service.applier.files = FaultyFiles()
+        assert main(["tune", "--apply", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["apply"]["state"] == "applied"
+    assert service.values["mlx5_1"]["rp_time_reset"] < 300
