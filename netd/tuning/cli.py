@@ -130,6 +130,8 @@ def _local_applier(cfg: Config, root: Path) -> tuple[Applier, list[str], Outcome
     recovered = applier.recover()
     if recovered is not None:
         print(f"netd: change set {recovered.txid} was left open; putting it back: {recovered.state}")
+        if recovered.state != "recovered":
+            print(f"netd: recovery needed: {recovered.error}; `netd tune --recover` when the device answers")
     return applier, notes, recovered
 
 
@@ -244,6 +246,8 @@ def _via_daemon(args: argparse.Namespace, cfg: Config) -> int:
             else "the daemon has not decided yet (it decides every "
             f"{cfg.tuning.interval:g} s); try again, or observe a tree with --sysfs-root"
         )
+        if doc.get("recovery_needed"):
+            print(f"netd: {doc['recovery_needed']['message']}")
         if "apply" in doc:
             print(f"apply: {doc['apply'].get('state')} {doc['apply'].get('error') or ''}".rstrip())
     state = doc["apply"].get("state") if isinstance(doc.get("apply"), dict) else None
