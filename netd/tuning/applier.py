@@ -55,14 +55,14 @@ class Outcome:
     undone: list[Write] = field(default_factory=list)  # written, then put back
     error: str | None = None
     not_restored: dict[str, str] = field(default_factory=dict)  # path -> why it could not be put back
-    attempted: list[Write] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.state in ("applied", "recovered", "nothing")
 
     def result(self, w: Write) -> str:
-        """applied | undone | not-restored | not-written (never reached, or the write did not land)."""
+        """applied | undone | not-restored | not-written (never reached, or the write did not land);
+        after a recovery, ``unchanged`` for a file that already held its old value."""
         if w.path in self.not_restored:
             return "not-restored"
         if self.state == "applied":
@@ -128,7 +128,7 @@ class Applier:
         if not writes:
             return Outcome("nothing")
         try:
-            with self.journal.locked(), device_locks(Path(w.path).parent for w in writes):
+            with self.journal.locked(), device_locks(self._nic_dirs(writes)):
                 return self._apply_locked(writes, source, reason, reverts)
         except TuningError as exc:  # a lock is held by another netd, or the journal is unreadable
             return Outcome("refused", writes=writes, error=str(exc))
@@ -143,7 +143,7 @@ class Applier:
             self.journal.finish(txid, "applied")
         except TuningError as exc:
             return self._abort(txid, writes, done, str(exc))
-        return Outcome("applied", txid, writes, attempted=done)
+        return Outcome("applied", txid, writes)
 
     def _abort(self, txid: str, writes: list[Write], done: list[Write], error: str) -> Outcome:
         undone, failures = self._undo(done)
@@ -151,12 +151,12 @@ class Applier:
             note = f"{error}; undo failed: " + "; ".join(failures.values())
             self.journal.mark_recovery_needed(txid, note)
             log.error("DCQCN change set %s: recovery needed: %s", txid, note)
-            return Outcome("recovery-needed", txid, writes, undone, note, failures, done)
+            return Outcome("recovery-needed", txid, writes, undone, note, failures)
         try:
             self.journal.finish(txid, "failed", error)
         except TuningError as exc:  # every file is back; the intent is closed at the next recovery
             error += f"; every file was put back, but {exc}"
-        return Outcome("failed", txid, writes, undone, error, attempted=done)
+        return Outcome("failed", txid, writes, undone, error)
 
     def rollback(self, *, source: str) -> Outcome:
         """Undo the newest applied change set (files that were changed since are left alone)."""
@@ -191,7 +191,7 @@ class Applier:
                 return None
             writes: list[Write] = pending["writes"]
             txid = pending["txid"]
-            with device_locks(Path(w.path).parent for w in writes):
+            with device_locks(self._nic_dirs(writes)):
                 restored, failures = self._undo(writes)
                 if failures:
                     note = "; ".join(failures.values())
@@ -202,6 +202,15 @@ class Applier:
                 except TuningError as exc:
                     return Outcome("recovery-needed", txid, writes, restored, f"files restored, but {exc}")
             return Outcome("recovered", txid, writes, restored)
+
+    def _nic_dirs(self, writes: list[Write]) -> list[Path]:
+        """The parameter directory of each NIC the writes touch (the lock is per NIC, not per file)."""
+        dirs = []
+        for w in writes:
+            path = Path(w.path)
+            tree = next((t.path for t in self.trees if path.is_relative_to(t.path)), None)
+            dirs.append(tree or path.parent)  # a device no longer discovered: its own directory
+        return dirs
 
     def _undo(self, writes: list[Write]) -> tuple[list[Write], dict[str, str]]:
         """Put every file back to its old value, newest first, carrying on past failures."""

@@ -20,7 +20,7 @@ __all__ = ["KERNEL_FS_MAGIC", "Files", "atomic_replace", "read_bytes", "sync_dir
 # statfs(2) f_type of the kernel attribute filesystems: sysfs, debugfs, tracefs, procfs. Their files
 # are not storage: a write is a command to the driver, parsed whole, and they cannot be renamed.
 KERNEL_FS_MAGIC = frozenset({0x62656572, 0x64626720, 0x74726163, 0x9FA0})
-_READ_MAX = 1 << 20
+_READ_MAX = 65536
 
 
 class Files:

@@ -22,6 +22,7 @@ leaves it in place, marked ``recovery_error`` (the *recovery-needed* state, docs
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import time
 import uuid
@@ -36,6 +37,8 @@ from netd.tuning.locks import flock
 from netd.tuning.records import Parsed, frame, parse
 
 __all__ = ["Journal", "Write"]
+
+log = logging.getLogger(__name__)
 
 _RESERVE_SLACK = 16384  # room for the outcome's note (an error message per file) beyond the intent
 
@@ -162,7 +165,9 @@ class Journal:
         """The open intent, if any; an intent whose outcome is already recorded (a crash between the
         append and the removal) is removed instead."""
         pending = self.pending()
-        if pending is not None and self.committed(pending["txid"]):
+        if pending is None:
+            self._drop_reserve()  # left by a crash between reserving and writing the intent
+        elif self.committed(pending["txid"]):
             self._close_intent()
             return None
         return pending
@@ -214,6 +219,9 @@ class Journal:
         fd = self.files.open(self.history_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             end = self._whole_end(fd)
+            size = self.files.fstat(fd).st_size
+            if end < size:
+                log.warning("%s: cutting off a torn tail of %d bytes", self.history_path, size - end)
             try:
                 self.files.ftruncate(fd, end)
                 n = self.files.pwrite(fd, data, end)

@@ -176,7 +176,7 @@ class TuningService:
             if outcome.state == "recovered":
                 self.actions["crash_recovered"] += 1
                 log.warning("tuning: open change set %s rolled back", outcome.txid)
-            else:
+            elif self.recovery is None or self.recovery["txid"] != outcome.txid:  # once per set
                 self.actions["recovery_needed"] += 1
                 log.error("tuning: change set %s: recovery needed: %s", outcome.txid, outcome.error)
         return outcome
