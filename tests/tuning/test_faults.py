@@ -201,3 +201,13 @@ def test_netd_check_fails_while_recovery_is_needed(debugfs_host: Path, tmp_path:
     make(debugfs_host, tmp_path / "journal", FaultyFiles()).recover()
     lines, failed = tuning_lines(cfg)
     assert not failed and "1 change sets recorded, none open" in lines[0].detail
+
+
+def test_the_ofed_lock_covers_the_whole_nic_not_one_directory(ofed_host: Path, tmp_path: Path) -> None:
+    tree = trees_of(ofed_host)[0]
+    a = make(ofed_host, tmp_path / "journal", FaultyFiles())
+    np_only = [w for w in a.plan({"np_min_time_between_cnps": 8}) if w.device == "mlx5_0"]
+    assert Path(np_only[0].path).parent == tree.path / "roce_np"
+    with device_locks([tree.path]):  # another applier holds mlx5_0 while it writes roce_rp/
+        busy = a.apply(np_only, source="test", reason="other side of the same nic")
+    assert busy.state == "refused" and values(ofed_host)["mlx5_0"]["np_min_time_between_cnps"] == 4
