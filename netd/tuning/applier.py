@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,14 +128,16 @@ class Applier:
     def apply(self, writes: list[Write], *, source: str, reason: str, reverts: str | None = None) -> Outcome:
         if not writes:
             return Outcome("nothing")
-        try:
-            with self.journal.locked(), device_locks(self._nic_dirs(writes)):
-                return self._apply_locked(writes, source, reason, reverts)
-        except TuningError as exc:  # a lock is held by another netd, or the journal is unreadable
-            return Outcome("refused", writes=writes, error=str(exc))
+        with ExitStack() as held:
+            try:  # refusals: nothing has been written yet
+                held.enter_context(self.journal.locked())
+                held.enter_context(device_locks(self._nic_dirs(writes)))
+                txid = self.journal.begin(writes, source=source, reason=reason, reverts=reverts)
+            except TuningError as exc:  # a lock is held, the journal is unwritable or a set is open
+                return Outcome("refused", writes=writes, error=str(exc))
+            return self._write_all(txid, writes)
 
-    def _apply_locked(self, writes: list[Write], source: str, reason: str, reverts: str | None) -> Outcome:
-        txid = self.journal.begin(writes, source=source, reason=reason, reverts=reverts)
+    def _write_all(self, txid: str, writes: list[Write]) -> Outcome:
         done: list[Write] = []
         try:
             for w in writes:

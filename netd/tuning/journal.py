@@ -131,14 +131,14 @@ class Journal:
     def mark_recovery_needed(self, txid: str, error: str) -> None:
         """Keep the intent and say why its files could not all be put back (best effort: the intent
         on disk is what matters, and it is already there)."""
-        pending = self.pending()
-        if pending is None or pending["txid"] != txid:
-            return
-        record = {**pending, "writes": [asdict(w) for w in pending["writes"]], "recovery_error": error}
         try:
+            pending = self.pending()
+            if pending is None or pending["txid"] != txid:
+                return
+            record = {**pending, "writes": [asdict(w) for w in pending["writes"]], "recovery_error": error}
             atomic_replace(self.files, self.pending_path, frame(record))
-        except OSError:
-            pass
+        except (OSError, TuningError) as exc:
+            log.warning("%s: could not note why recovery is needed: %s", self.pending_path, exc)
 
     # -- the outcome ------------------------------------------------------------------------------
     def finish(self, txid: str, state: str, note: str = "") -> dict[str, Any]:

@@ -211,3 +211,18 @@ def test_the_ofed_lock_covers_the_whole_nic_not_one_directory(ofed_host: Path, t
     with device_locks([tree.path]):  # another applier holds mlx5_0 while it writes roce_rp/
         busy = a.apply(np_only, source="test", reason="other side of the same nic")
     assert busy.state == "refused" and values(ofed_host)["mlx5_0"]["np_min_time_between_cnps"] == 4
+
+
+def test_a_half_undone_set_is_never_reported_as_refused(debugfs_host: Path, tmp_path: Path) -> None:
+    ai0 = Path(knob_file(debugfs_host, 0, "rp_ai_rate"))
+    faults = (
+        Fault("read", errno.EIO, path=knob_file(debugfs_host, 1, "rp_ai_rate")),
+        Fault("replace", errno.EIO, path=str(ai0.parent), name=ai0.name, nth=2, times=0),
+        # and the journal itself fails while noting why (its first open was begin's check)
+        Fault("open", errno.EIO, path=str(tmp_path / "journal" / "pending.rec"), nth=2),
+    )
+    files = FaultyFiles(*faults)
+    a = make(debugfs_host, tmp_path / "journal", files)
+    outcome = a.apply(a.plan(TARGET), source="test", reason="worst case")
+    assert len(files.fired) == 3
+    assert outcome.state == "recovery-needed" and Journal(tmp_path / "journal").pending() is not None
