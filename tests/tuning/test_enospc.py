@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from netd.cli import main
 from netd.tuning.applier import Applier
 from netd.tuning.files import Files
 from netd.tuning.journal import Journal
@@ -71,7 +72,9 @@ def test_a_full_disk_refuses_the_change_before_any_nic_is_touched(
     assert sorted(p.name for p in journal.directory.iterdir()) == []  # no intent, no reserve, no temp
 
 
-def test_a_disk_that_fills_during_the_change_still_commits_it(debugfs_host: Path, small_disk: Path) -> None:
+def test_a_disk_that_fills_during_the_change_still_commits_it(
+    debugfs_host: Path, small_disk: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     class FillAfterIntent(Files):
         """Another process takes the whole disk right after the intent is on it."""
 
@@ -91,6 +94,14 @@ def test_a_disk_that_fills_during_the_change_still_commits_it(debugfs_host: Path
 
     refused = a.rollback(source="test")  # still full: the rollback's own intent has no room
     assert refused.state == "refused" and values(debugfs_host)["mlx5_0"]["rp_ai_rate"] == 20
+    monkeypatch.setenv("NETD_TUNING_STATE_DIR", str(journal.directory))
+    assert main(["tune", "--rollback", "--sysfs-root", str(debugfs_host)]) == 1  # as the operator sees it
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("netd: not applied (refused): cannot write the tuning journal")
+        and err.count("\n") == 1
+    )
+    assert "No space left on device" in err and values(debugfs_host)["mlx5_0"]["rp_ai_rate"] == 20
     (small_disk / "filler").unlink()
     assert a.rollback(source="test").state == "applied" and values(debugfs_host) == before
     assert journal.read_history().problems == []
