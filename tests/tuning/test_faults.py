@@ -15,6 +15,7 @@ from netd.tuning.faults import Fault, FaultyFiles
 from netd.tuning.files import Files
 from netd.tuning.journal import Journal
 from netd.tuning.locks import device_locks
+from netd.tuning.params import is_kernel_attribute, read_param, write_verified
 from netd.vocabulary.dcqcn_knobs import by_name
 from tests.tuning.conftest import build_host, trees_of
 
@@ -226,3 +227,25 @@ def test_a_half_undone_set_is_never_reported_as_refused(debugfs_host: Path, tmp_
     outcome = a.apply(a.plan(TARGET), source="test", reason="worst case")
     assert len(files.fired) == 3
     assert outcome.state == "recovery-needed" and Journal(tmp_path / "journal").pending() is not None
+
+
+def test_the_filesystem_decides_how_a_file_is_written(tmp_path: Path) -> None:
+    assert is_kernel_attribute(Files(), Path("/sys/class/net/lo/mtu"))  # sysfs
+    assert is_kernel_attribute(Files(), Path("/proc/sys/net/core/somaxconn"))  # procfs
+    assert not is_kernel_attribute(Files(), tmp_path / "rp_ai_rate")
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes a sysfs attribute")
+def test_a_real_sysfs_attribute_gets_one_pwrite_at_offset_zero() -> None:
+    """lo's tx_queue_len, written with the value it already has: the real kernel path, no change."""
+    attr = Path("/sys/class/net/lo/tx_queue_len")
+    value = read_param(Files(), attr)
+    files = FaultyFiles()
+    write_verified(files, attr, value)
+    assert [flags & (os.O_TRUNC | os.O_ACCMODE) for p, flags in files.opened if p == str(attr)] == [
+        os.O_WRONLY,  # the write, without O_TRUNC
+        os.O_RDONLY,  # the read-back
+    ]
+    assert [op for op, p in files.calls if op in ("pwrite", "write", "replace")] == ["pwrite"]
+    assert read_param(Files(), attr) == value
