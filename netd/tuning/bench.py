@@ -4,7 +4,9 @@ Against three hosts built in a temporary directory — an upstream debugfs tree,
 (two NICs each) and the emulated fabric's own host 0 — it runs (:mod:`netd.tuning.torture`):
 
 * ``--kills`` kill trials per host: a real SIGKILL of a child process at a random file operation
-  of an apply (and, half the time, of the recovery after it), then recovery and the checks;
+  of an apply (and, half the time, of the recovery after it), then recovery and the checks; in a
+  quarter of them a recovery first runs with one device file failing, which must stop in the
+  documented recovery-needed state (``recovery_needed``) before the final recovery;
 * ``--eio`` device-fault trials: EIO, EPERM, EINVAL, ENOSPC or a short write on one device file
   operation; every one must end ``failed`` with every file back (``eio_restored``);
 * ``--enospc`` journal trials: ENOSPC while writing the intent, which must be refused before any

@@ -4,11 +4,13 @@ Shared by the fault-injection tests and ``netd bench tune-faults``. A **kill tri
 that applies a change set through a :class:`~netd.tuning.faults.FaultyFiles` set to SIGKILL the
 child at its k-th file operation (k random over the whole apply: journal intent, every device
 write and read-back, the commit); about half the time a second child starts the recovery and is
-killed the same way; then the parent recovers for good and checks, by reading the trees itself:
+killed the same way; in a quarter of the trials a recovery then runs while one file of the set cannot
+be written (it must stop in the recovery-needed state); then the parent recovers for good and checks,
+by reading the trees itself:
 
 * **restored**: every file holds its original value (after rolling back, if the change set had
   committed before the kill), the history parses with no damaged record, and rollback works;
-* **recovery_needed**: the applier says so and the intent is still on disk;
+* **recovery_needed** (counted besides): the stuck recovery said so and left the intent on disk;
 * **lost**: anything else. **corrupt_history**: the history has a damaged record, or cannot be read.
 
 ``empty_after_kill`` counts kills after which some parameter file did not hold a number (before
@@ -152,9 +154,28 @@ def kill_trial(host: Host, journal_dir: Path, rng: random.Random, calls: int) ->
         status = run_killed(_recover(host, journal_dir), rng.randint(1, calls))
         out["recovery_kills"] += status == -signal.SIGKILL
         out["empty_after_kill"] += not _all_readable(host)
+    if rng.random() < 0.25:
+        out += _stuck_recovery(host, journal_dir, rng)
     final = host.applier(journal_dir, Files()).recover()
     out[_verdict(host, journal_dir, before, final)] += 1
     return out
+
+
+def _stuck_recovery(host: Host, journal_dir: Path, rng: random.Random) -> Counter[str]:
+    """A recovery while one file of the open set cannot be written: it must end in the documented
+    recovery-needed state (the intent still on disk), or recover fully if that file needs nothing."""
+    pending = Journal(journal_dir).settle()
+    if pending is None:
+        return Counter()
+    stuck = Path(rng.choice(pending["writes"]).path)
+    faults = [
+        Fault(op, errno.EIO, path=str(stuck.parent), name=stuck.name, times=0) for op in ("replace", "pwrite")
+    ]
+    outcome = host.applier(journal_dir, FaultyFiles(*faults)).recover()
+    if outcome is None or outcome.state == "recovered":
+        return Counter()
+    documented = outcome.state == "recovery-needed" and Journal(journal_dir).pending() is not None
+    return Counter({"recovery_needed" if documented else "lost": 1})
 
 
 DEVICE_FAULTS = (
