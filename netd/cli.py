@@ -55,7 +55,13 @@ COMMANDS: tuple[str, ...] = (
     "netd.lab.cli",
     "netd.tuning.cli",
 )
-BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.nccl.cli", "netd.bench.api")
+BENCHES: tuple[str, ...] = (
+    "netd.bench.bpf",
+    "netd.bench.detect",
+    "netd.nccl.cli",
+    "netd.bench.api",
+    "netd.tuning.bench",
+)
 
 
 def positive_seconds(text: str) -> float:

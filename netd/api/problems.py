@@ -2,6 +2,8 @@
 
 * HTTP errors raised by a route (``HTTPException``) keep their status, detail and headers
   (``WWW-Authenticate`` on 401) and get ``type: about:blank`` with the status phrase as ``title``.
+  A :class:`ProblemError` also sets ``type`` and adds extension members (RFC 9457 §3.2), e.g. the
+  outcome of a DCQCN change that was not applied.
 * Request validation errors answer 422 with ``type: urn:netd:problem:invalid-request`` and an
   ``errors`` list naming each bad field (``query.limit``, ``body.NodeNames``) and why.
 * Anything unexpected answers 500 without internals in the body; the traceback goes to the log.
@@ -24,7 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-__all__ = ["PROBLEM_JSON", "Problem", "install_problem_handlers", "problem_response"]
+__all__ = ["PROBLEM_JSON", "Problem", "ProblemError", "install_problem_handlers", "problem_response"]
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -48,6 +50,15 @@ class Problem(BaseModel):
     errors: list[FieldProblem] | None = Field(None, description="invalid request fields (422 only)")
 
 
+class ProblemError(StarletteHTTPException):
+    """An HTTP error whose problem document has a ``type`` URI and extension members."""
+
+    def __init__(self, status: int, detail: str, *, type_: str, extensions: dict[str, Any]) -> None:
+        super().__init__(status_code=status, detail=detail)
+        self.type_ = type_
+        self.extensions = extensions
+
+
 def problem_response(
     status: int,
     detail: str | None,
@@ -56,6 +67,7 @@ def problem_response(
     type_: str = "about:blank",
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
+    extensions: dict[str, Any] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {"type": type_, "title": HTTPStatus(status).phrase, "status": status}
     if detail:
@@ -63,6 +75,8 @@ def problem_response(
     body["instance"] = instance
     if errors is not None:
         body["errors"] = errors
+    for key, value in (extensions or {}).items():
+        body.setdefault(key, value)  # never shadows a standard member
     return JSONResponse(jsonable_encoder(body), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -73,6 +87,10 @@ def _location(loc: tuple[Any, ...] | list[Any]) -> str:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else None
+    if isinstance(exc, ProblemError):
+        return problem_response(
+            exc.status_code, detail, request.url.path, type_=exc.type_, extensions=exc.extensions
+        )
     return problem_response(exc.status_code, detail, request.url.path, headers=getattr(exc, "headers", None))
 
 

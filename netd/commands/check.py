@@ -3,7 +3,8 @@
 Absence is reported, not failed: a host without RDMA NICs, a driver without
 `hw_counters`, pyverbs without devices are normal states. The exit status is
 non-zero only when a configured source *fails* (an error other than absence),
-or when `fabric = "hardware"` was asked for and there is no device.
+when `fabric = "hardware"` was asked for and there is no device, or when a DCQCN
+change set is left open in the tuning journal (recovery needed: `netd tune --recover`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from pathlib import Path
 
 from netd.commands.bpf_check import bpf_check
 from netd.config.settings import Config
+from netd.errors import TuningError
 from netd.sources.collect import Sampler
 from netd.sources.verbs import VerbsSource
+from netd.tuning.journal import Journal, recovery_message
+from netd.tuning.locks import flock
 
-__all__ = ["CheckLine", "run_checks"]
+__all__ = ["CheckLine", "run_checks", "tuning_lines"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,29 @@ def _environment_lines(cfg: Config) -> list[CheckLine]:
     return lines
 
 
+def tuning_lines(cfg: Config) -> tuple[list[CheckLine], bool]:
+    """The DCQCN journal: a change set left open (recovery needed) or a damaged record fails."""
+    directory = cfg.tuning.journal_dir()
+    if not any((directory / name).exists() for name in ("history.log", "pending.rec")):
+        return [CheckLine("info", "tuning journal", f"{directory}: no DCQCN change recorded")], False
+    try:
+        journal = Journal(directory)
+        history = journal.read_history()
+        pending = journal.pending()
+        if pending is not None:
+            with flock(directory, "the tuning journal"):  # held: a change is being made right now
+                if journal.committed(pending["txid"]):  # only its cleanup was cut short
+                    pending = None
+    except TuningError as exc:
+        busy = "locked" in str(exc)
+        return [CheckLine("info" if busy else "FAIL", "tuning journal", str(exc))], not busy
+    lines = [CheckLine("FAIL", "tuning journal", problem) for problem in history.problems]
+    if pending is not None:
+        lines.append(CheckLine("FAIL", "tuning", recovery_message(pending)))
+    detail = f"{directory}: {len(history.records)} change sets recorded, none open"
+    return lines or [CheckLine("ok", "tuning journal", detail)], bool(lines)
+
+
 def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[CheckLine], bool]:
     """All check lines and whether any configured source failed."""
     lines = [CheckLine("info", "fabric", fabric_reason)]
@@ -103,4 +130,6 @@ def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[
     finally:
         collector.close()
     bpf, bpf_failed = bpf_check(cfg)
-    return lines + rdma + _environment_lines(cfg) + [CheckLine(*b) for b in bpf], failed or bpf_failed
+    tuning, tuning_failed = tuning_lines(cfg)
+    lines += rdma + _environment_lines(cfg) + [CheckLine(*b) for b in bpf] + tuning
+    return lines, failed or bpf_failed or tuning_failed

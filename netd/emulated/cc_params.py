@@ -18,9 +18,9 @@ from pathlib import Path
 
 from cc.model.params import DcqcnParams
 from netd.sources.cc_params import read_value
-from netd.vocabulary.dcqcn_knobs import KNOBS
+from netd.vocabulary.dcqcn_knobs import KNOBS, OFED_ENABLE_DIRS
 
-__all__ = ["cc_params_dir", "read_params", "render"]
+__all__ = ["cc_params_dir", "read_params", "render", "render_ofed"]
 
 log = logging.getLogger(__name__)
 _NIC_FIELDS = tuple(f.name for f in dataclasses.fields(DcqcnParams) if f.name.startswith(("rp_", "np_")))
@@ -43,6 +43,22 @@ def render(host_root: Path, pci: str, params: DcqcnParams) -> Path:
         finally:
             os.close(fd)
     return directory
+
+
+def render_ofed(sysfs_root: Path, netdev: str, params: DcqcnParams, enabled: tuple[int, ...] = (3,)) -> Path:
+    """The MLNX_OFED/DOCA layout of the same parameters, ``class/net/<netdev>/ecn/roce_rp|roce_np/``,
+    with DCQCN enabled on the ``enabled`` priorities (for trees that stand in for an OFED host)."""
+    ecn = sysfs_root / "class" / "net" / netdev / "ecn"
+    for knob in KNOBS:
+        if knob.ofed is not None:
+            path = ecn / knob.ofed[0] / knob.ofed[1]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"{int(getattr(params, knob.name, knob.default) or 0)}\n")
+    for side in OFED_ENABLE_DIRS:
+        (ecn / side / "enable").mkdir(parents=True, exist_ok=True)
+        for prio in range(8):
+            (ecn / side / "enable" / str(prio)).write_text(f"{int(prio in enabled)}\n")
+    return ecn
 
 
 def read_params(directory: Path, base: DcqcnParams) -> DcqcnParams:

@@ -28,7 +28,7 @@ __all__, __getattr__, __dir__ = public_face(
         "netlink_events": ("LinkEvent", "LinkMonitor"),
         "netlink_links": ("NetlinkLinks", "interfaces_from_messages"),
         "prometheus": ("PrometheusClient", "Sample", "promql_string"),
-        "cc_params": ("ParamTree", "discover", "read_value", "write_value"),
+        "cc_params": ("ParamTree", "discover", "read_value"),
         "topology_file": ("parse_topology_file", "read_topology_file"),
         "sysfs_io": ("ABSENT_ERRNOS", "PreadCache", "list_dir", "read_text", "stat_identity"),
         "bpf": ("PFC_SLOTS", "BpfSettings", "BpfSource", "FakeBpfSource", "UnavailableBpfSource"),

@@ -1,4 +1,4 @@
-"""Where a host's DCQCN parameters live, and reading and writing them.
+"""Where a host's DCQCN parameters live, and reading them.
 
 Two layouts, mapped to the one vocabulary of :mod:`netd.vocabulary.dcqcn_knobs`:
 
@@ -8,8 +8,8 @@ Two layouts, mapped to the one vocabulary of :mod:`netd.vocabulary.dcqcn_knobs`:
   with ``enable/<priority>`` files saying on which priorities DCQCN runs.
 
 A device with both is driven through debugfs (the upstream interface); with neither it is reported
-and left alone. Values are ``"%u\\n"`` text both ways. Reads follow netd's errno policy (absent is
-None); writes raise :class:`~netd.errors.TuningError` with the path and the errno text.
+and left alone. Values are ``"%u\\n"`` text. Reads here follow netd's errno policy (absent is None);
+writing, and the strict reads that verify a write, are the applier's (:mod:`netd.tuning.params`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from netd.errors import TuningError
 from netd.sources.sysfs_io import list_dir, read_text
 from netd.vocabulary.dcqcn_knobs import KNOBS, OFED_ENABLE_DIRS, Knob, by_name
 
-__all__ = ["ParamTree", "discover", "read_value", "write_value"]
+__all__ = ["ParamTree", "discover", "read_value"]
 
 TreeKind = Literal["debugfs", "ofed"]
 
@@ -77,21 +77,6 @@ def read_value(path: Path) -> int | None:
         return int(text, 0)
     except ValueError:
         raise TuningError(f"{path}: expected an unsigned integer, read {text[:40]!r}") from None
-
-
-def write_value(path: Path, value: int) -> None:
-    """Write one value the way `echo N > file` does; truncating keeps a regular file (a fake tree)
-    consistent and is ignored by debugfs and sysfs."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-    except OSError as exc:
-        raise TuningError(f"cannot open {path} for writing: {exc.strerror or exc}") from exc
-    try:
-        os.write(fd, f"{int(value)}\n".encode())
-    except OSError as exc:  # the firmware refused it (EINVAL) or the command failed (EIO)
-        raise TuningError(f"writing {value} to {path} failed: {exc.strerror or exc}") from exc
-    finally:
-        os.close(fd)
 
 
 def _pci_of(sysfs_root: Path, device: str) -> str | None:

@@ -1,5 +1,6 @@
 """DCQCN tuning on the host: the service that runs :mod:`cc.tune` against this host's NICs, the
-journaled applier that is the only writer of NIC parameters, its routes, metrics and command
+journaled applier that is the only writer of NIC parameters (with its file layer, write-ahead
+journal, per-NIC locks and fault injection), its routes, metrics, command and benchmark
 (docs/tuning.md).
 """
 
@@ -9,8 +10,11 @@ __all__, __getattr__, __dir__ = public_face(
     __name__,
     {
         "service": ("ACTIONS", "TuningService", "params_in_force", "safety_bounds"),
-        "applier": ("Applier", "Outcome"),
-        "journal": ("Journal", "Write"),
+        "applier": ("STATES", "Applier", "Outcome"),
+        "journal": ("Journal", "Write", "recovery_message"),
+        "files": ("Files",),
+        "faults": ("Fault", "FaultyFiles"),
+        "locks": ("device_locks",),
         "wiring": ("TuningParts", "start_tuning"),
     },
 )

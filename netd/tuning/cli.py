@@ -10,8 +10,11 @@ Where the signals come from, in order (as for `netd status`):
 4. Nothing at all: run the emulated fabric in a temporary directory for a few simulated seconds and
    tune its host 0 (a demonstration; there is nothing to apply to).
 
-``--apply`` and ``--rollback`` write through the journaled applier (docs/tuning.md); dry-run, the
-default, changes nothing.
+``--apply``, ``--rollback`` and ``--recover`` write through the journaled applier (docs/tuning.md);
+dry-run, the default, changes nothing. Exit status: 0 when every file is as intended; 1 when a change
+was not applied (it failed and was undone, or was refused before any write); 3 when recovery is
+needed (a file could not be put back: its intent stays in the journal; run ``--recover``); 2 for
+usage, configuration and device errors, as every netd command.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -48,6 +52,9 @@ examples:
   netd tune --sysfs-root /run/netd/emulated/host0 --seconds 10
   netd tune --apply                           write the recommended NIC parameters (journaled)
   netd tune --rollback                        undo the newest applied change set
+  netd tune --recover                         put back a change set left open by a crash or failed undo
+
+exit status: 0 done; 1 not applied (failed and undone, or refused); 3 recovery needed; 2 other errors
 """
 
 
@@ -63,7 +70,16 @@ def register(sub: Any, common_options: Callable[..., None]) -> None:
     what = p.add_mutually_exclusive_group()
     what.add_argument("--dry-run", action="store_true", help="decide and explain, change nothing (default)")
     what.add_argument("--apply", action="store_true", help="write the recommended NIC parameters")
-    what.add_argument("--rollback", action="store_true", help="undo the newest applied change set")
+    what.add_argument(
+        "--rollback",
+        action="store_true",
+        help="undo the newest applied change set (or, if one is open, put that one back)",
+    )
+    what.add_argument(
+        "--recover",
+        action="store_true",
+        help="only put back a change set left open in the journal (a crash, a failed undo)",
+    )
     p.add_argument(
         "--seconds",
         type=float,
@@ -75,9 +91,22 @@ def register(sub: Any, common_options: Callable[..., None]) -> None:
     p.set_defaults(handler=_cmd_tune)
 
 
+EXIT_NOT_APPLIED = 1
+EXIT_RECOVERY_NEEDED = 3
+
+
+def exit_status(state: str | None) -> int:
+    """0 when every file is as intended, 1 when the change was not applied, 3 when recovery is needed."""
+    if state == "recovery-needed":
+        return EXIT_RECOVERY_NEEDED
+    return EXIT_NOT_APPLIED if state in ("failed", "refused") else 0
+
+
 def _cmd_tune(args: argparse.Namespace, cfg: Config) -> int:
-    if args.rollback:
-        applier, _ = _local_applier(cfg, cfg.sysfs_root)
+    if args.rollback or args.recover:
+        applier, _, recovered = _local_applier(cfg, cfg.sysfs_root)
+        if recovered is not None or args.recover:  # closing an open change set is the rollback
+            return _report_outcome(args, recovered, "recover")
         return _report_outcome(args, applier.rollback(source="cli"), "rollback")
     if args.sysfs_root is None:
         try:
@@ -90,7 +119,8 @@ def _cmd_tune(args: argparse.Namespace, cfg: Config) -> int:
 
 
 # -- observing a tree directly --------------------------------------------------------------------
-def _local_applier(cfg: Config, root: Path) -> tuple[Applier, list[str]]:
+def _local_applier(cfg: Config, root: Path) -> tuple[Applier, list[str], Outcome | None]:
+    """The applier of the trees under ``root``, after closing any change set left open."""
     trees, notes = discover(root, cfg.tuning.debugfs(root), cfg.rdma.include, cfg.rdma.exclude)
     if not trees:
         raise NetdError(
@@ -99,8 +129,10 @@ def _local_applier(cfg: Config, root: Path) -> tuple[Applier, list[str]]:
     applier = Applier(trees, Journal(cfg.tuning.journal_dir()), dict(safety_bounds(cfg).bounds))
     recovered = applier.recover()
     if recovered is not None:
-        print(f"netd: an interrupted change set ({recovered.txid}) was rolled back first: {recovered.state}")
-    return applier, notes
+        print(f"netd: change set {recovered.txid} was left open; putting it back: {recovered.state}")
+        if recovered.state != "recovered":
+            print(f"netd: recovery needed: {recovered.error}; `netd tune --recover` when the device answers")
+    return applier, notes, recovered
 
 
 def _local(
@@ -110,7 +142,7 @@ def _local(
     sleep: bool,
     advance: Callable[[], object] | None = None,
 ) -> int:
-    applier, notes = _local_applier(cfg, root)
+    applier, notes, _ = _local_applier(cfg, root)
     collector = Sampler.from_config(cfg, root, emulated=advance is not None)
     tracker, window = SeriesTracker(), SignalWindow(ticks=10_000)
     try:
@@ -136,7 +168,9 @@ def _local(
         target = {c.name: int(c.proposed) for c in rec.nic_changes}
         outcome = applier.apply(applier.plan(target), source="cli", reason="; ".join(rec.reasons[:2]))
     _print(args, rec, values, notes, outcome, where=str(root))
-    return 1 if outcome is not None and outcome.state == "failed" else 0
+    if outcome is not None and not outcome.ok:
+        _not_applied(outcome.state, outcome.error)
+    return exit_status(None if outcome is None else outcome.state)
 
 
 def _emulated(args: argparse.Namespace, cfg: Config) -> int:
@@ -212,10 +246,14 @@ def _via_daemon(args: argparse.Namespace, cfg: Config) -> int:
             else "the daemon has not decided yet (it decides every "
             f"{cfg.tuning.interval:g} s); try again, or observe a tree with --sysfs-root"
         )
+        if doc.get("recovery_needed"):
+            print(f"netd: {doc['recovery_needed']['message']}")
         if "apply" in doc:
             print(f"apply: {doc['apply'].get('state')} {doc['apply'].get('error') or ''}".rstrip())
-    failed = isinstance(doc.get("apply"), dict) and doc["apply"].get("state") == "failed"
-    return 1 if failed else 0
+    state = doc["apply"].get("state") if isinstance(doc.get("apply"), dict) else None
+    if state not in (None, "applied", "nothing", "recovered"):
+        _not_applied(str(state), doc["apply"].get("error"))
+    return exit_status(state)
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -244,26 +282,34 @@ def _print(
     for note in notes:
         print(f"  note: {note}")
     if outcome is not None:
-        print(f"apply: {outcome.state}" + (f" ({outcome.txid})" if outcome.txid else ""))
-        for w in outcome.writes:
-            print(f"  {w.device} {w.name}: {w.old} -> {w.new}  {w.path}")
-        if outcome.error:
-            print(f"  error: {outcome.error}")
+        _print_outcome(outcome, "apply")
     elif args.apply:
         print("apply: nothing to write (no NIC change recommended)")
 
 
-def _report_outcome(args: argparse.Namespace, outcome: Outcome, what: str) -> int:
+def _print_outcome(outcome: Outcome, what: str) -> None:
+    print(f"{what}: {outcome.state}" + (f" ({outcome.txid})" if outcome.txid else ""))
+    for w in outcome.writes:
+        print(f"  {w.device} {w.name}: {w.old} -> {w.new}  [{outcome.result(w)}]  {w.path}")
+    if outcome.error:
+        print(f"  error: {outcome.error}")
+
+
+def _not_applied(state: str, error: str | None) -> None:
+    """The one line that says a change did not (fully) happen, on stderr."""
+    print(f"netd: not applied ({state}): {error or 'see above'}", file=sys.stderr)
+
+
+def _report_outcome(args: argparse.Namespace, outcome: Outcome | None, what: str) -> int:
+    if outcome is None:
+        print(f"{what}: nothing (no change set is open)")
+        return 0
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
     else:
-        print(f"{what}: {outcome.state}" + (f" ({outcome.txid})" if outcome.txid else ""))
-        for w in outcome.writes:
-            print(f"  {w.device} {w.name}: {w.old} -> {w.new}  {w.path}")
-        if outcome.error:
-            print(f"  {outcome.error}")
-    if outcome.state == "failed":
-        return 1
+        _print_outcome(outcome, what)
     if outcome.state == "nothing" and what == "rollback":
         raise TuningError(outcome.error or "nothing to roll back")
-    return 0
+    if not outcome.ok:
+        _not_applied(outcome.state, outcome.error)
+    return exit_status(outcome.state)

@@ -3,8 +3,10 @@
 ``netd_dcqcn_param{device,name}``: each DCQCN parameter in force as last read from the device (in the
 device's units; see the vocabulary in netd.vocabulary.dcqcn_knobs). ``netd_tuner_actions_total{action}``: the
 tuner's decisions (hold, change, rollback) and the applier's results (applied, apply_failed,
-rolled_back, crash_recovered) since start. Built at scrape time from the service's last reads: a
-scrape never touches a device.
+rolled_back, crash_recovered, apply_refused, recovery_needed) since start.
+``netd_tuner_recovery_needed{device}``: 1 while a change set touching the device is open in the
+journal and not yet put back (docs/tuning.md: recovery needed), else 0. Built at scrape time from
+the service's last reads: a scrape never touches a device.
 """
 
 from __future__ import annotations
@@ -39,3 +41,13 @@ class TuningCollector(Collector):
         for action, count in sorted(self._service.actions.items()):
             actions.add_metric([action], count)
         yield actions
+        recovery = GaugeMetricFamily(
+            "netd_tuner_recovery_needed",
+            "1 while a DCQCN change set on the device is open in the journal (netd tune --recover).",
+            labels=["device"],
+        )
+        pending = self._service.recovery
+        open_on = {w.device for w in pending["writes"]} if pending else set()
+        for tree in self._service.applier.trees:
+            recovery.add_metric([tree.device], 1.0 if tree.device in open_on else 0.0)
+        yield recovery

@@ -2,9 +2,11 @@
 
 ``GET /v1/tuning`` is open (like every read); ``POST /v1/tuning/apply`` and ``POST
 /v1/tuning/rollback`` change NIC parameters and therefore require the API bearer token
-(:func:`netd.api.auth.token_guard`, docs/architecture.md, Safety rules). Both answer with the
-applier's outcome; a failed write (already undone) is 409 with the outcome, a journal or device
-error 500.
+(:func:`netd.api.auth.token_guard`, docs/architecture.md, Safety rules). Both answer 200 with the
+applier's outcome when every file is as intended (``applied``, ``recovered``, ``nothing``);
+otherwise 409 with a problem document (``type`` :data:`NOT_APPLIED`) whose ``outcome`` member is
+the full outcome, file by file (``failed`` and undone, ``refused`` before any write, or
+``recovery-needed``). A device or journal error outside a change set is 500.
 """
 
 from __future__ import annotations
@@ -14,11 +16,29 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 
 from netd.api.auth import token_guard
+from netd.api.problems import ProblemError
 from netd.errors import TuningError
 from netd.tuning.applier import Outcome
 from netd.tuning.service import TuningService
 
-__all__ = ["tuning_router"]
+__all__ = ["NOT_APPLIED", "tuning_router"]
+
+NOT_APPLIED = "urn:netd:problem:tuning-not-applied"
+_CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"description": "not applied: the outcome (failed, refused, recovery-needed) is in the body"}
+}
+
+
+def answer(outcome: Outcome) -> dict[str, Any]:
+    doc = outcome.to_dict()
+    if not outcome.ok:
+        raise ProblemError(
+            409,
+            f"{outcome.state}: {outcome.error or 'the change set was not applied'}",
+            type_=NOT_APPLIED,
+            extensions={"outcome": doc},
+        )
+    return doc
 
 
 def tuning_router(service: TuningService, token: str | None) -> APIRouter:
@@ -30,13 +50,7 @@ def tuning_router(service: TuningService, token: str | None) -> APIRouter:
         """Mode, devices and parameters in force, the latest recommendation with its explanation."""
         return service.document()
 
-    def answer(outcome: Outcome) -> dict[str, Any]:
-        doc = outcome.to_dict()
-        if outcome.state == "failed":
-            raise HTTPException(status_code=409, detail=doc)
-        return doc
-
-    @router.post("/apply", dependencies=[guard], responses={409: {"description": "write failed; undone"}})
+    @router.post("/apply", dependencies=[guard], responses=_CONFLICT)
     def apply() -> dict[str, Any]:
         """Write the latest recommendation's NIC changes (journaled, verified, undone on failure)."""
         try:
@@ -44,9 +58,9 @@ def tuning_router(service: TuningService, token: str | None) -> APIRouter:
         except TuningError as exc:
             raise HTTPException(status_code=500, detail=str(exc)) from exc
 
-    @router.post("/rollback", dependencies=[guard], responses={409: {"description": "write failed; undone"}})
+    @router.post("/rollback", dependencies=[guard], responses=_CONFLICT)
     def rollback() -> dict[str, Any]:
-        """Undo the newest applied change set."""
+        """Close a change set left open (recovery), else undo the newest applied change set."""
         try:
             return answer(service.rollback(source="api"))
         except TuningError as exc:

@@ -27,19 +27,30 @@ from cc.tune.space import SafetyBounds
 from cc.tune.tuner import Tuner
 from netd.config.settings import Config
 from netd.daemon.state import PublishedState
-from netd.errors import ConfigError, TuningError
+from netd.errors import ConfigError, NetdError, TuningError
 from netd.sources.cc_params import discover
 from netd.tuning.applier import Applier, Outcome
-from netd.tuning.journal import Journal
+from netd.tuning.journal import Journal, recovery_message
 from netd.tuning.observe import SignalWindow, host_signals
 
 __all__ = ["ACTIONS", "TuningService", "params_in_force", "safety_bounds"]
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("hold", "change", "rollback", "applied", "apply_failed", "rolled_back", "crash_recovered")
+ACTIONS = (
+    "hold",
+    "change",
+    "rollback",
+    "applied",
+    "apply_failed",
+    "apply_refused",
+    "rolled_back",
+    "crash_recovered",
+    "recovery_needed",
+)
 """Values of the ``action`` label of netd_tuner_actions_total (docs/tuning.md)."""
 
+_FAILURE_ACTION = {"failed": "apply_failed", "refused": "apply_refused", "recovery-needed": "recovery_needed"}
 _NIC_FIELDS = tuple(f.name for f in dataclasses.fields(DcqcnParams) if f.name.startswith(("rp_", "np_")))
 
 
@@ -87,19 +98,15 @@ class TuningService:
         self.last_outcome: Outcome | None = None
         self.error: str | None = None
         self.values: dict[str, dict[str, int]] = {}
+        self.recovery: dict[str, Any] | None = None  # the open intent while recovery is needed
         self._last_apply = -float("inf")
         self._last_decision = clock()
         self._last_tick = -1
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        recovered = self.applier.recover() if trees else None
-        if recovered is not None:
-            self.actions["crash_recovered"] += 1
-            self.last_outcome = recovered
-            log.warning(
-                "tuning: interrupted change set %s rolled back at start (%s)", recovered.txid, recovered.state
-            )
+        if trees:
+            self.recover()
         self._read_values()
 
     # -- the loop -------------------------------------------------------------------------------
@@ -135,6 +142,8 @@ class TuningService:
         signals = self.window.value()
         self._last_decision = self._clock()
         self.window.clear()
+        if self.recovery is not None:
+            self.recover()
         self._read_values()
         if signals is None or not self.values:
             return None
@@ -154,6 +163,24 @@ class TuningService:
         return rec
 
     # -- applying -------------------------------------------------------------------------------
+    def recover(self) -> Outcome | None:
+        """Close a change set left open by a crash or a failed undo (at start, then before every
+        decision while one is open, and on ``POST /v1/tuning/rollback``)."""
+        try:
+            outcome = self.applier.recover()
+        except TuningError as exc:  # locked by another netd, or an unreadable intent
+            self.error = str(exc)
+            return None
+        if outcome is not None:
+            self.last_outcome = outcome
+            if outcome.state == "recovered":
+                self.actions["crash_recovered"] += 1
+                log.warning("tuning: open change set %s rolled back", outcome.txid)
+            elif self.recovery is None or self.recovery["txid"] != outcome.txid:  # once per set
+                self.actions["recovery_needed"] += 1
+                log.error("tuning: change set %s: recovery needed: %s", outcome.txid, outcome.error)
+        return outcome
+
     def apply_latest(self, source: str) -> Outcome:
         with self._lock:
             rec = self.latest
@@ -167,8 +194,13 @@ class TuningService:
         return outcome
 
     def rollback(self, source: str) -> Outcome:
-        outcome = self.applier.rollback(source=source)
-        self._record(outcome, "rolled_back")
+        """Close an open change set if there is one (that is the rollback); else undo the newest."""
+        outcome = self.recover() if self.recovery is not None else None
+        if outcome is None:
+            outcome = self.applier.rollback(source=source)
+            self._record(outcome, "rolled_back")
+        else:
+            self._read_values()
         return outcome
 
     def _record(self, outcome: Outcome, success: str) -> None:
@@ -176,14 +208,15 @@ class TuningService:
         if outcome.state == "applied":
             self.actions[success] += 1
             self._last_apply = self._clock()
-        elif outcome.state == "failed":
-            self.actions["apply_failed"] += 1
+        elif outcome.state in ("failed", "refused", "recovery-needed"):
+            self.actions[_FAILURE_ACTION[outcome.state]] += 1
         self._read_values()
 
     def _read_values(self) -> None:
         try:
             self.values = self.applier.in_force()
-        except TuningError as exc:
+            self.recovery = self.applier.journal.pending()
+        except NetdError as exc:
             self.error = str(exc)
 
     # -- reporting ------------------------------------------------------------------------------
@@ -200,5 +233,18 @@ class TuningService:
             "recommendation": None if rec is None else {**rec.to_dict(), "explanation": rec.explain()},
             "last_outcome": None if self.last_outcome is None else self.last_outcome.to_dict(),
             "actions": dict(self.actions),
+            "recovery_needed": _recovery_doc(self.recovery),
             "error": self.error,
         }
+
+
+def _recovery_doc(pending: dict[str, Any] | None) -> dict[str, Any] | None:
+    if pending is None:
+        return None
+    return {
+        "txid": pending["txid"],
+        "devices": sorted({w.device for w in pending["writes"]}),
+        "writes": [dataclasses.asdict(w) for w in pending["writes"]],
+        "error": pending.get("recovery_error"),
+        "message": recovery_message(pending),
+    }

@@ -14,6 +14,7 @@ from netd.api.auth import load_token
 from netd.config.settings import Config
 from netd.daemon.state import PublishedState
 from netd.errors import NetdError
+from netd.tuning.journal import recovery_message
 from netd.tuning.metrics import TuningCollector
 from netd.tuning.routes import tuning_router
 from netd.tuning.service import TuningService
@@ -48,8 +49,11 @@ def start_tuning(cfg: Config, sysfs_root: Path, state: Callable[[], PublishedSta
     service.start()
     devices = ", ".join(t.device for t in service.applier.trees) or "no device with DCQCN parameters"
     line = f"  DCQCN tuning: {cfg.tuning.mode} every {cfg.tuning.interval:g} s ({devices}); GET /v1/tuning"
-    if service.last_outcome is not None and service.last_outcome.state.startswith("recover"):
-        line += f"\n  DCQCN tuning: interrupted change set {service.last_outcome.txid} rolled back at start"
+    last = service.last_outcome
+    if last is not None and last.state == "recovered":
+        line += f"\n  DCQCN tuning: interrupted change set {last.txid} rolled back at start"
+    if service.recovery is not None:
+        line += f"\n  DCQCN tuning: {recovery_message(service.recovery)}"
     return TuningParts(
         service, (tuning_router(service, load_token(cfg.api.token_file)),), (TuningCollector(service),), line
     )

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from netd.cli import main
+from netd.sources.cc_params import read_value
+from netd.tuning.journal import Journal, Write
 from tests.tuning.conftest import build_host, trees_of
 
 pytestmark = pytest.mark.slow  # runs the tuner on the emulated fabric
@@ -59,5 +61,53 @@ def test_apply_to_a_tree_and_roll_back(isolated: Path, capsys: pytest.CaptureFix
         assert "no applied change set" in capsys.readouterr().err
         values = {t.device: t.read()["rp_ai_rate"] for t in trees_of(root)}
         assert values == {"mlx5_0": 5, "mlx5_1": 5}
+    finally:
+        tree.close()
+
+
+def test_recovery_needed_exits_3_with_one_line_and_recover_finishes_it(
+    isolated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = build_host(isolated / "host", "debugfs")
+    try:
+        root = isolated / "host"
+        ai = trees_of(root)[0].path / "rp_ai_rate"
+        gone = isolated / "unplugged" / "cc_params" / "rp_ai_rate"  # a NIC that vanished mid-change
+        Journal(isolated / "journal").begin(
+            [
+                Write("mlx5_0", "debugfs", str(ai), "rp_ai_rate", 5, 20),
+                Write("mlx5_9", "debugfs", str(gone), "rp_ai_rate", 5, 20),
+            ],
+            source="test",
+            reason="interrupted",
+        )
+        ai.write_text("20\n")  # the first write had landed when netd died
+        assert main(["tune", "--recover", "--sysfs-root", str(root)]) == 3
+        out, err = capsys.readouterr()
+        assert "recovery-needed" in out and err.count("\n") == 1 and "Traceback" not in err
+        assert err.startswith("netd: not applied (recovery-needed): ") and "No such file" in err
+        assert read_value(ai) == 5  # what could be put back was
+        assert main(["tune", "--rollback", "--sysfs-root", str(root)]) == 3  # still open: refused
+        capsys.readouterr()
+        gone.parent.mkdir(parents=True)
+        gone.write_text("20\n")  # the NIC is back
+        assert main(["tune", "--recover", "--sysfs-root", str(root)]) == 0
+        assert "recover: recovered" in capsys.readouterr().out and read_value(gone) == 5
+        assert main(["tune", "--recover", "--sysfs-root", str(root)]) == 0  # idempotent
+        assert "no change set is open" in capsys.readouterr().out
+    finally:
+        tree.close()
+
+
+def test_a_journal_that_cannot_be_created_is_one_line_exit_2(
+    isolated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = build_host(isolated / "host", "debugfs")
+    try:
+        (isolated / "plain-file").write_text("")
+        monkeypatch.setenv("NETD_TUNING_STATE_DIR", str(isolated / "plain-file" / "journal"))
+        assert main(["tune", "--rollback", "--sysfs-root", str(isolated / "host")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("netd: cannot create the tuning journal directory") and err.count("\n") == 1
     finally:
         tree.close()

@@ -8,6 +8,8 @@ tuner's model is replaced by a synthetic one (tests/cc/test_tuner.py) to keep th
 from __future__ import annotations
 
 import dataclasses
+import errno
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,15 +19,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from cc.tune.tuner import Tuner, TunerPolicy
 from netd.api.app import create_app
+from netd.cli import main
 from netd.config.settings import load_config
 from netd.daemon.state import PublishedState
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
-from netd.tuning import applier as applier_module
+from netd.tuning.faults import Fault, FaultyFiles
 from netd.tuning.metrics import TuningCollector
 from netd.tuning.routes import tuning_router
 from netd.tuning.service import TuningService
+from tests.api.conftest import serving
 from tests.cc.test_tuner import synthetic
 
 
@@ -146,23 +150,111 @@ def test_metrics_and_the_authenticated_api(host: Host) -> None:
     assert closed.post("/v1/tuning/rollback").status_code == 403  # no token configured: never mutates
 
 
-def test_an_interrupted_change_is_rolled_back_when_the_service_starts(
-    host: Host, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class Crash(BaseException):
+    """A crash in-process: not an error any code catches, so nothing cleans up after it."""
+
+
+class CrashingFiles(FaultyFiles):
+    """Raises Crash at the given rename of a parameter file (after the journal's own)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.seen = at, 0
+
+    def replace(self, src: Path, dst: Path) -> None:
+        if "cc_params" in str(dst):
+            self.seen += 1
+            if self.seen == self.at:
+                raise Crash
+        super().replace(src, dst)
+
+
+def test_an_interrupted_change_is_rolled_back_when_the_service_starts(host: Host) -> None:
     first = host.service()
-    real, calls = applier_module.write_value, []
-
-    def dying(path: Path, value: int) -> None:
-        calls.append(path)
-        if len(calls) == 2:
-            raise SystemExit("crash")
-        real(path, value)
-
-    monkeypatch.setattr(applier_module, "write_value", dying)
-    with pytest.raises(SystemExit):
+    first.applier.files = CrashingFiles(at=2)
+    with pytest.raises(Crash):
         first.applier.apply(first.applier.plan({"rp_ai_rate": 40}), source="test", reason="crash")
-    monkeypatch.setattr(applier_module, "write_value", real)
     assert first.applier.in_force()["mlx5_0"]["rp_ai_rate"] == 40  # one device changed before the crash
     restarted = host.service()
     assert restarted.actions["crash_recovered"] == 1
     assert restarted.values["mlx5_0"]["rp_ai_rate"] == 5
+
+
+def test_recovery_needed_is_shown_blocks_applies_and_is_finished_later(host: Host) -> None:
+    service = host.service()
+    service.mode = "recommend"
+    drive(host, service, 4)
+    ai1 = service.applier.trees[1].path / "rp_ai_rate"
+    ai0 = service.applier.trees[0].path / "rp_ai_rate"
+    service.applier.files = FaultyFiles(
+        Fault("read", errno.EIO, path=str(ai1.parent), name="rp_ai_rate"),  # the read-back of mlx5_1
+        Fault("replace", errno.EIO, path=str(ai0.parent), name="rp_ai_rate", nth=2, times=0),  # its undo
+    )
+    outcome = service.applier.apply(service.applier.plan({"rp_ai_rate": 40}), source="test", reason="x")
+    service._record(outcome, "applied")
+    assert outcome.state == "recovery-needed" and service.actions["recovery_needed"] == 1
+    doc = service.document()
+    assert doc["recovery_needed"]["devices"] == ["mlx5_0", "mlx5_1"]
+    assert "undo failed" in doc["recovery_needed"]["error"]
+    registry = CollectorRegistry()
+    registry.register(TuningCollector(service))
+    text = generate_latest(registry).decode()
+    assert 'netd_tuner_recovery_needed{device="mlx5_0"} 1.0' in text
+
+    client = TestClient(
+        create_app(lambda: host.state, lambda: 0.0, 1.0, routers=(tuning_router(service, "t"),))
+    )
+    refused = client.post("/v1/tuning/apply", headers={"Authorization": "Bearer t"})
+    assert refused.status_code == 409
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    body = refused.json()
+    assert body["type"] == "urn:netd:problem:tuning-not-applied" and body["status"] == 409
+    assert body["outcome"]["state"] == "refused" and "recovery needed" in body["detail"]
+
+    service.applier.files = FaultyFiles()  # the device answers again
+    back = client.post("/v1/tuning/rollback", headers={"Authorization": "Bearer t"})
+    assert back.status_code == 200 and back.json()["state"] == "recovered"
+    assert service.values["mlx5_0"]["rp_ai_rate"] == 5 and service.recovery is None
+    text = generate_latest(registry).decode()
+    assert 'netd_tuner_recovery_needed{device="mlx5_0"} 0.0' in text
+
+
+def test_a_failed_apply_answers_409_with_the_outcome_file_by_file(host: Host) -> None:
+    service = host.service()
+    service.mode = "recommend"
+    drive(host, service, 4)
+    reset1 = service.applier.trees[1].path / "rp_time_reset"
+    service.applier.files = FaultyFiles(Fault("read", errno.EIO, path=str(reset1)))
+    client = TestClient(
+        create_app(lambda: host.state, lambda: 0.0, 1.0, routers=(tuning_router(service, "t"),))
+    )
+    failed = client.post("/v1/tuning/apply", headers={"Authorization": "Bearer t"})
+    assert failed.status_code == 409
+    outcome = failed.json()["outcome"]
+    assert outcome["state"] == "failed" and "Input/output error" in outcome["error"]
+    assert {r["result"] for r in outcome["results"]} <= {"undone", "not-written"}
+    assert any(r["result"] == "undone" for r in outcome["results"])
+    assert service.values["mlx5_0"]["rp_time_reset"] == 300 and service.actions["apply_failed"] == 1
+
+
+@pytest.mark.slow  # a real HTTP server and the CLI against it
+def test_netd_tune_apply_against_the_daemon_exits_1_when_the_write_failed(
+    host: Host, free_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = host.service()
+    service.mode = "recommend"
+    drive(host, service, 4)
+    reset1 = service.applier.trees[1].path / "rp_time_reset"
+    service.applier.files = FaultyFiles(Fault("read", errno.EIO, path=str(reset1)))
+    app = create_app(lambda: host.state, lambda: 0.0, 1.0, routers=(tuning_router(service, "tok"),))
+    monkeypatch.setenv("NETD_LISTEN", f"127.0.0.1:{free_port}")
+    monkeypatch.setenv("NETD_API_TOKEN", "tok")
+    with serving(app, free_port):
+        assert main(["tune", "--apply"]) == 1
+        out, err = capsys.readouterr()
+        assert "apply: failed" in out and "Input/output error" in out
+        assert err.startswith("netd: not applied (failed): ") and err.count("\n") == 1
+        service.applier.files = FaultyFiles()
+        assert main(["tune", "--apply", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["apply"]["state"] == "applied"
+    assert service.values["mlx5_1"]["rp_time_reset"] < 300
