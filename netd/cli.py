@@ -50,8 +50,15 @@ COMMANDS: tuple[str, ...] = (
     "netd.nccl.cli",
     "netd.lab.cli",
     "netd.tuning.cli",
+    "netd.qos.cli",
 )
-BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.nccl.cli", "netd.bench.api")
+BENCHES: tuple[str, ...] = (
+    "netd.bench.bpf",
+    "netd.bench.detect",
+    "netd.nccl.cli",
+    "netd.bench.api",
+    "netd.qos.cli",
+)
 
 
 def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:
