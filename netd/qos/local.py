@@ -5,7 +5,9 @@
   spreading where DCQCN should have acted first.
 * ``roce_on_lossy_priority``: the eBPF probes saw RoCEv2 packets (UDP 4791) whose DSCP maps, under the
   port's DSCP trust, to a priority without PFC: RoCE traffic that a full buffer drops instead of pausing.
-  A DSCP the APP table does not list takes mlx5's default map, priority = DSCP >> 3.
+  A DSCP the APP table does not list takes mlx5's default map, priority = DSCP >> 3. CNPs (the
+  NIC's ``np_cnp_dscp``) are left out: they ride a priority without PFC by design. The probes count
+  per host, not per port, so each port whose map sends that DSCP to a lossy priority is named.
 
 Values in, findings out: the service feeds the port readings and the latest eBPF sample.
 """
@@ -72,9 +74,12 @@ def _priority_of(p: PortQos, dscp: int) -> int:
 def _roce_on_lossy(p: PortQos, classes: Sequence[RoceClassCount]) -> Iterable[LocalFinding]:
     if p.pfc is None or p.trust != "dscp":
         return  # under PCP trust the DSCP does not pick the priority; the VLAN PCP is not probed
+    # CNPs are RoCEv2 packets too, but they are sent on their own priority without PFC on purpose
+    # (np_cnp_dscp, 48 by default: reference §5); only data traffic must be lossless.
+    cnp_dscp = p.dcqcn_params.get("np_cnp_dscp", 48)
     seen: dict[int, int] = {}
     for c in classes:
-        if c.packets > 0:
+        if c.packets > 0 and c.dscp != cnp_dscp:
             prio = _priority_of(p, c.dscp)
             if prio not in p.pfc:
                 seen[c.dscp] = seen.get(c.dscp, 0) + c.packets

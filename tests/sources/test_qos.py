@@ -1,0 +1,88 @@
+"""The QoS source over trees written by the real tree writers: every value, and every absence with its
+reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cc.model.params import DcqcnParams
+from netd.emulated.cc_params import render as render_cc_params
+from netd.emulated.qos_state import render_qos
+from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
+from netd.errors import SourceError
+from netd.sources.qos import QosSource
+from netd.sources.qos_dcb import CapturedDcbReader, write_capture
+from netd.vocabulary.qos_settings import QOS_SETTINGS, is_setting
+
+
+def _host(root: Path) -> SysfsTree:
+    tree = SysfsTree(root)
+    tree.add_device(DeviceSpec(name="mlx5_0", netdev="ens1f0np0", pci="0000:41:00.0"))
+    return tree
+
+
+def test_a_fully_configured_port(tmp_path: Path) -> None:
+    with _host(tmp_path) as _:
+        render_qos(tmp_path, [("mlx5_0", "ens1f0np0")])
+        render_cc_params(tmp_path, "0000:41:00.0", DcqcnParams())
+        (port,) = QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+    assert port.missing == {}
+    s = port.settings()
+    assert {k: s[k] for k in QOS_SETTINGS} == {
+        "trust": "dscp",
+        "dscp_prio": "26:3 48:6",
+        "pfc": "3",
+        "prio_tc": "0,0,0,1,0,0,2,0",
+        "tc_bw": "50,50,0,0,0,0,0,0",
+        "tc_tsa": "ets,ets,strict,strict,strict,strict,strict,strict",
+        "prio_buffer": "0,0,0,1,0,0,0,0",
+        "ecn": "3",
+        "dcqcn": "3",
+        "mtu": "4200",
+        "roce_mode": "RoCE v2",
+        "gid_index": "3",  # the tree writer's slots: 0/1 link-local v1/v2, 2/3 IPv4-mapped v1/v2
+        "cc_algorithm": "dcqcn",
+    }
+    assert s["dcqcn.rp_ai_rate"] == "5" and s["dcqcn.np_cnp_dscp"] == "48"
+    assert all(is_setting(k) for k in s)
+
+
+def test_each_absence_carries_its_reason(tmp_path: Path) -> None:
+    with _host(tmp_path) as _:
+        (port,) = QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+    assert port.pfc is None and port.trust is None and port.roce_mode is None and port.ecn is None
+    assert port.mtu == 4200
+    assert set(port.missing) == {"pfc", "ets", "app", "buffer", "roce_mode", "ecn", "dcqcn", "dcqcn_params"}
+    assert "MLNX_OFED" in port.missing["ecn"]
+    assert "rdma_cm/mlx5_0" in port.missing["roce_mode"]
+    assert "pfc" not in port.settings()  # absent, never a default
+
+
+def test_dcqcn_off_on_every_priority_is_algorithm_none(tmp_path: Path) -> None:
+    with _host(tmp_path) as _:
+        render_qos(tmp_path, [("mlx5_0", "ens1f0np0")], ("dcqcn_off",))
+        (port,) = QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+    assert port.dcqcn == () and port.settings()["dcqcn"] == "none" and port.cc_algorithm == "none"
+
+
+def test_ofed_trust_file_wins_over_the_app_table(tmp_path: Path) -> None:
+    with _host(tmp_path) as _:
+        render_qos(tmp_path, [("mlx5_0", "ens1f0np0")])
+        (tmp_path / "class" / "net" / "ens1f0np0" / "qos").mkdir()
+        (tmp_path / "class" / "net" / "ens1f0np0" / "qos" / "trust").write_text("pcp\n")
+        (port,) = QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+    assert port.trust == "pcp" and port.dscp_prio == ((26, 3), (48, 6))
+
+
+def test_a_corrupt_capture_is_an_error_not_a_guess(tmp_path: Path) -> None:
+    with _host(tmp_path) as _:
+        write_capture(tmp_path, "ens1f0np0", "pfc", '{"prio_pfc": [true, false]}\n')
+        with pytest.raises(SourceError, match="prio_pfc"):
+            QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+
+
+def test_excluded_devices_are_not_read(tmp_path: Path) -> None:
+    with _host(tmp_path) as _:
+        assert QosSource(tmp_path, CapturedDcbReader(tmp_path), exclude=("mlx5_*",)).read() == ()
