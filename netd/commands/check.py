@@ -15,6 +15,7 @@ from pathlib import Path
 
 from netd.commands.bpf_check import bpf_check
 from netd.config.settings import Config
+from netd.qos.checks import qos_check
 from netd.sources.collect import Sampler
 from netd.sources.verbs import VerbsSource
 
@@ -94,4 +95,6 @@ def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[
     finally:
         collector.close()
     bpf, bpf_failed = bpf_check(cfg)
-    return lines + rdma + _environment_lines(cfg) + [CheckLine(*b) for b in bpf], failed or bpf_failed
+    qos, qos_failed = qos_check(cfg, sysfs_root)  # docs/qos.md
+    lines += rdma + _environment_lines(cfg) + [CheckLine(*b) for b in bpf] + [CheckLine(*q) for q in qos]
+    return lines, failed or bpf_failed or qos_failed

@@ -11,6 +11,7 @@ __all__, __getattr__, __dir__ = public_face(
         "audit": ("Audit", "Difference", "Finding", "PortSettings", "audit_ports"),
         "fabric": ("FabricQos", "from_emulated_trees", "from_prometheus"),
         "fixes": ("fix_command",),
+        "checks": ("qos_check",),
         "local": ("LOCAL_KINDS", "LocalFinding", "local_findings"),
         "service": ("QosService", "build_source"),
         "metrics": ("QosCollector",),

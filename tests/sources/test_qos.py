@@ -86,3 +86,25 @@ def test_a_corrupt_capture_is_an_error_not_a_guess(tmp_path: Path) -> None:
 def test_excluded_devices_are_not_read(tmp_path: Path) -> None:
     with _host(tmp_path) as _:
         assert QosSource(tmp_path, CapturedDcbReader(tmp_path), exclude=("mlx5_*",)).read() == ()
+
+
+def test_netd_check_says_what_was_read_and_why_the_rest_was_not(tmp_path: Path) -> None:
+    from netd.config.settings import load_config
+    from netd.qos.checks import qos_check
+
+    with _host(tmp_path) as _:
+        write_capture(
+            tmp_path,
+            "ens1f0np0",
+            "pfc",
+            '{"pfc_cap":8,"macsec_bypass":false,"delay":0,"prio_pfc":'
+            "[false,false,false,true,false,false,false,false]}\n",
+        )
+        lines, failed = qos_check(load_config(environ={}), tmp_path)
+    assert not failed
+    assert lines[0] == ("ok", "qos mlx5_0/1", "read gid_index, mtu, pfc")
+    absent = {detail for status, _, detail in lines if status == "absent"}
+    assert f"app: no capture {tmp_path}/dcb/ens1f0np0/app.json" in absent
+    assert any(d.startswith("dcqcn, ecn: no ") and "MLNX_OFED" in d for d in absent)
+    empty, _ = qos_check(load_config(environ={}), tmp_path / "nothing")
+    assert empty == [("absent", "qos", f"no RDMA ports under {tmp_path / 'nothing'}: no QoS to read")]
