@@ -17,13 +17,15 @@ emulated fabric always has something to find.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cc.model.params import DcqcnParams
 from netd.sources.qos_dcb import dcb_json, write_capture
 
-__all__ = ["DRIFT_KINDS", "RoceProfile", "default_drifts", "render_qos"]
+__all__ = ["DRIFT_KINDS", "RoceProfile", "default_drifts", "drifted_params", "render_qos"]
 
 DRIFT_KINDS: Mapping[str, str] = {
     "trust_pcp": "left in PCP trust while the fabric marks DSCP (APP table empty)",
@@ -32,7 +34,9 @@ DRIFT_KINDS: Mapping[str, str] = {
     "dcqcn_off": "DCQCN (rate reduction) off on priority 3",
     "dscp_map": "RoCE DSCP 26 mapped to priority 0",
     "mtu": "MTU 1500 instead of 4200",
+    "dcqcn_param": "DCQCN rp_ai_rate 20 Mb/s where the fabric runs the firmware default 5",
 }
+DRIFTED_AI_RATE = 20
 
 
 @dataclass(frozen=True)
@@ -49,14 +53,24 @@ class RoceProfile:
 
 def default_drifts(n_hosts: int) -> dict[int, tuple[str, ...]]:
     """Host index -> its drifts: the last host is in PCP trust with PFC on the wrong priority; with six
-    or more hosts, the third from last has DCQCN off. Fewer than three hosts have no majority to
-    drift from, so they get none."""
+    or more hosts, the third from last has DCQCN off; with eight or more, the sixth from last runs a
+    different DCQCN parameter. Fewer than three hosts have no majority to drift from, so they get none."""
     out: dict[int, tuple[str, ...]] = {}
     if n_hosts >= 3:
         out[n_hosts - 1] = ("trust_pcp", "pfc_priority")
     if n_hosts >= 6:
         out[n_hosts - 3] = ("dcqcn_off",)
+    if n_hosts >= 8:
+        out[n_hosts - 6] = ("dcqcn_param",)
     return out
+
+
+def drifted_params(drifts: Iterable[str], base: DcqcnParams) -> DcqcnParams:
+    """The DCQCN parameters a host's NIC shows: ``base``, or with ``dcqcn_param`` a different AI rate.
+    Only the host's parameter files differ; the emulated fabric's model keeps running ``base``."""
+    if "dcqcn_param" in set(drifts):
+        return dataclasses.replace(base, rp_ai_rate=DRIFTED_AI_RATE)
+    return base
 
 
 def _write(path: Path, text: str) -> None:

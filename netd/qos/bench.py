@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netd.emulated.qos_state import DRIFT_KINDS, render_qos
+from cc.model.params import DcqcnParams
+from netd.emulated.cc_params import render as render_cc_params
+from netd.emulated.qos_state import DRIFT_KINDS, drifted_params, render_qos
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
 from netd.errors import BenchError
 from netd.qos.audit import PortSettings, audit_ports
@@ -39,6 +41,8 @@ def profiles(ports_per_host: int) -> dict[str, list[tuple[str, str | None, dict[
                     device, netdev = f"mlx5_{p}", f"ens{p}np0"
                     tree.add_device(DeviceSpec(name=device, netdev=netdev, pci=f"0000:{0x41 + p:02x}:00.0"))
                     ports.append((device, netdev))
+                    params = drifted_params((kind,), DcqcnParams())
+                    render_cc_params(root, f"0000:{0x41 + p:02x}:00.0", params)
                 render_qos(root, ports, (kind,) if kind else ())
                 out[kind] = [
                     (q.device, q.netdev, q.settings())

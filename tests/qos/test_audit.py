@@ -22,6 +22,7 @@ EXPECTED_DIFFERENCES = {
     "dcqcn_off": {"dcqcn", "cc_algorithm"},
     "dscp_map": {"dscp_prio"},
     "mtu": {"mtu"},
+    "dcqcn_param": {"dcqcn.rp_ai_rate"},
 }
 
 

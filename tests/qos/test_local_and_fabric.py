@@ -85,14 +85,15 @@ def test_one_host_misconfigured_on_purpose_is_exactly_one_finding(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_the_default_emulated_fabric_has_two_drifted_hosts(tmp_path: Path) -> None:
+def test_the_default_emulated_fabric_has_three_drifted_hosts(tmp_path: Path) -> None:
     fabric, audit = _emulated_audit(tmp_path, tors=2, hosts_per_tor=4)
     try:
         doc = audit.document()
     finally:
         fabric.close()
-    assert [f["host"] for f in doc["findings"]] == ["emu-host5", "emu-host7"]
-    assert {d["setting"] for d in doc["findings"][0]["differences"]} == {"dcqcn", "cc_algorithm"}
+    assert [f["host"] for f in doc["findings"]] == ["emu-host2", "emu-host5", "emu-host7"]
+    assert {d["setting"] for d in doc["findings"][0]["differences"]} == {"dcqcn.rp_ai_rate"}
+    assert {d["setting"] for d in doc["findings"][1]["differences"]} == {"dcqcn", "cc_algorithm"}
 
 
 def test_routes_and_metrics_serve_the_last_reading(tmp_path: Path) -> None:
