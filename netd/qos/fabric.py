@@ -29,26 +29,26 @@ __all__ = ["FabricQos", "from_emulated_trees", "from_prometheus"]
 PortsFn = Callable[[], Sequence[PortSettings]]
 
 
+def _key(labels: Mapping[str, str]) -> tuple[str, str, str, str]:
+    """(job, instance, device, port): what joins a host's series to its ``netd_port_info``."""
+    return (
+        labels.get("job", ""),
+        labels.get("instance", ""),
+        labels.get("device", ""),
+        labels.get("port", ""),
+    )
+
+
 def from_prometheus(client: PrometheusClient) -> PortsFn:
     def ports() -> list[PortSettings]:
-        where: dict[tuple[str, str, str, str], tuple[str, str | None]] = {}
-        for labels, _ in client.query("netd_port_info"):
-            key = (
-                labels.get("job", ""),
-                labels.get("instance", ""),
-                labels.get("device", ""),
-                labels.get("port", ""),
-            )
-            where[key] = (labels.get("host") or labels.get("instance", ""), labels.get("tor") or None)
+        where = {
+            _key(labels): (labels.get("host") or labels.get("instance", ""), labels.get("tor") or None)
+            for labels, _ in client.query("netd_port_info")
+        }
         settings: dict[tuple[str, str, str, str], dict[str, str]] = {}
         netdevs: dict[tuple[str, str, str, str], str | None] = {}
         for labels, _ in client.query("netd_qos_setting_info"):
-            key = (
-                labels.get("job", ""),
-                labels.get("instance", ""),
-                labels.get("device", ""),
-                labels.get("port", ""),
-            )
+            key = _key(labels)
             settings.setdefault(key, {})[labels.get("setting", "")] = labels.get("value", "")
             netdevs[key] = labels.get("netdev") or None
         out = []

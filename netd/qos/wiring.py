@@ -27,10 +27,34 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class QosParts:
+    """What `netd run` mounts: the reader (None when ``[qos] enabled = false``) and the fabric audit."""
+
     service: QosService | None
-    routers: tuple[APIRouter, ...]
-    collectors: tuple[Collector, ...]
-    banner: str | None
+    fabric: FabricQos | None = None
+
+    @property
+    def routers(self) -> tuple[APIRouter, ...]:
+        if self.service is None:
+            return ()
+        audit = () if self.fabric is None else (fabric_qos_router(self.fabric),)
+        return (qos_router(self.service), *audit)
+
+    @property
+    def collectors(self) -> tuple[Collector, ...]:
+        return () if self.service is None else (QosCollector(self.service),)
+
+    @property
+    def banner(self) -> str | None:
+        if self.service is None:
+            return None
+        s = self.service
+        line = f"  QoS: {len(s.ports)} ports read every {s.interval:g} s; GET /v1/qos"
+        if self.fabric is not None:
+            line += " and /v1/qos/fabric"
+        missing = sorted({why for p in s.ports for why in p.missing.values()})
+        if missing:
+            line += f" (not readable: {missing[0]}{'; …' if len(missing) > 1 else ''})"
+        return line
 
     def close(self) -> None:
         if self.service is not None:
@@ -57,18 +81,9 @@ def start_qos(
     state: Callable[[], PublishedState | None],
     fabric: FabricQos | None,
 ) -> QosParts:
-    """The running reader, its /v1/qos router (and /v1/qos/fabric when ``fabric`` is given) and metrics."""
+    """The running reader with its /v1/qos (and /v1/qos/fabric when ``fabric`` is given) and metrics."""
     if not cfg.qos.enabled:
-        return QosParts(None, (), (), None)
+        return QosParts(None)
     service = QosService(cfg, sysfs_root, host, state)
     service.start()
-    routers = [qos_router(service)]
-    if fabric is not None:
-        routers.append(fabric_qos_router(fabric))
-    missing = sorted({why for p in service.ports for why in p.missing.values()})
-    line = f"  QoS: {len(service.ports)} ports read every {cfg.qos.interval:g} s; GET /v1/qos"
-    if fabric is not None:
-        line += " and /v1/qos/fabric"
-    if missing:
-        line += f" (not readable: {missing[0]}{'; …' if len(missing) > 1 else ''})"
-    return QosParts(service, tuple(routers), (QosCollector(service),), line)
+    return QosParts(service, fabric)

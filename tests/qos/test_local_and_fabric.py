@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -62,22 +64,25 @@ def test_under_pcp_trust_dscp_says_nothing_about_the_priority() -> None:
     assert local_findings([port], [RoceClassCount("ingress", 26, 2, 500, 1)]) == []
 
 
-def _emulated_audit(tmp_path: Path, tors: int, hosts_per_tor: int) -> tuple[EmulatedFabric, FabricQos]:
+@contextmanager
+def _emulated_audit(
+    tmp_path: Path, tors: int, hosts_per_tor: int
+) -> Iterator[tuple[EmulatedFabric, FabricQos]]:
     fabric = EmulatedFabric(tmp_path / "emu", tors=tors, hosts_per_tor=hosts_per_tor, ports_per_host=1)
     roots = {
         fabric.host_name(h): (fabric.host_root(h), tor_name(h // hosts_per_tor))
         for h in range(fabric.n_hosts)
     }
-    return fabric, FabricQos(from_emulated_trees(roots), QosConfig(), origin="test")
+    try:
+        yield fabric, FabricQos(from_emulated_trees(roots), QosConfig(), origin="test")
+    finally:
+        fabric.close()
 
 
 def test_one_host_misconfigured_on_purpose_is_exactly_one_finding(tmp_path: Path) -> None:
     """Four hosts on one ToR; the emulator leaves the last in PCP trust with PFC on priority 4."""
-    fabric, audit = _emulated_audit(tmp_path, tors=1, hosts_per_tor=4)
-    try:
+    with _emulated_audit(tmp_path, tors=1, hosts_per_tor=4) as (_, audit):
         result = audit.current()
-    finally:
-        fabric.close()
     assert result is not None
     (finding,) = result.findings
     assert finding.host == "emu-host3" and finding.tor == "emu-tor0"
@@ -86,19 +91,15 @@ def test_one_host_misconfigured_on_purpose_is_exactly_one_finding(tmp_path: Path
 
 @pytest.mark.slow
 def test_the_default_emulated_fabric_has_three_drifted_hosts(tmp_path: Path) -> None:
-    fabric, audit = _emulated_audit(tmp_path, tors=2, hosts_per_tor=4)
-    try:
+    with _emulated_audit(tmp_path, tors=2, hosts_per_tor=4) as (_, audit):
         doc = audit.document()
-    finally:
-        fabric.close()
     assert [f["host"] for f in doc["findings"]] == ["emu-host2", "emu-host5", "emu-host7"]
     assert {d["setting"] for d in doc["findings"][0]["differences"]} == {"dcqcn.rp_ai_rate"}
     assert {d["setting"] for d in doc["findings"][1]["differences"]} == {"dcqcn", "cc_algorithm"}
 
 
 def test_routes_and_metrics_serve_the_last_reading(tmp_path: Path) -> None:
-    fabric, audit = _emulated_audit(tmp_path, tors=1, hosts_per_tor=4)
-    try:
+    with _emulated_audit(tmp_path, tors=1, hosts_per_tor=4) as (fabric, audit):
         cfg = load_config(environ={})
         service = QosService(cfg, fabric.host_root(3), "emu-host3")
         service.refresh()
@@ -111,8 +112,6 @@ def test_routes_and_metrics_serve_the_last_reading(tmp_path: Path) -> None:
         registry = CollectorRegistry(auto_describe=False)
         registry.register(QosCollector(service))
         text = generate_latest(registry).decode()
-    finally:
-        fabric.close()
     assert host["ports"][0]["settings"]["trust"] == "pcp"
     assert [f["kind"] for f in host["local_findings"]] == ["pfc_without_ecn"]
     assert [f["host"] for f in audited["findings"]] == ["emu-host3"]

@@ -7,27 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.test_run_process import _wait_ready  # the same readiness poll as the core's run test
+
 pytestmark = pytest.mark.slow  # runs `netd run` as a process
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[str], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"netd run exited early: {proc.communicate()[1]}")
-        try:
-            if httpx.get(url + "/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("netd run did not become ready")
 
 
 def test_emulated_fabric_serves_qos_and_the_audit(tmp_path: Path, free_port: int) -> None:
