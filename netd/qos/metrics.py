@@ -67,7 +67,9 @@ class QosCollector(Collector):
         yield local
         reads = CounterMetricFamily("netd_qos_reads", "QoS reads completed.")
         reads.add_metric([], s.reads)
-        errors = CounterMetricFamily("netd_qos_read_errors", "QoS reads that failed.")
+        errors = CounterMetricFamily(
+            "netd_qos_read_errors", "QoS reads that failed, and ports whose DCB state failed to read."
+        )
         errors.add_metric([], s.errors)
         yield from (reads, errors)
         if s.read_at is not None:

@@ -68,13 +68,16 @@ class QosService:
             self.last_error = str(exc)
             log.warning("QoS read failed: %s", exc)
             return
+        if self.source.errors:  # some ports' DCB state failed to read; the rest is still good
+            self.errors += len(self.source.errors)
+            log.warning("QoS read: %s", "; ".join(self.source.errors))
         st = self._state() if self._state is not None else None
         bpf = st.observation.snapshot.bpf if st is not None else None
         self.ports = ports
         self.local = tuple(local_findings(ports, bpf.roce_classes if bpf is not None else ()))
         self.read_at = time.time()
         self.reads += 1
-        self.last_error = None
+        self.last_error = "; ".join(self.source.errors) or None
 
     def document(self) -> dict[str, Any]:
         return {

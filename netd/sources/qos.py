@@ -16,7 +16,9 @@ Where each value comes from (roots injected; nothing here reads the global confi
   perftest must use).
 * DCQCN parameters: :mod:`netd.sources.cc_params` (debugfs or OFED), per RDMA device.
 
-A value that cannot be read is absent and ``missing`` says why; nothing is guessed.
+A value that cannot be read is absent and ``missing`` says why; nothing is guessed. A port whose ``dcb``
+answer is an error (not an absence: EIO, a corrupt capture) gets its DCB settings marked with the error
+and the read goes on; :attr:`QosSource.errors` lists them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from netd.errors import NetdError, SourceError
 from netd.sources.cc_params import ParamTree, discover
 from netd.sources.gids import read_gids
-from netd.sources.qos_dcb import DcbReader
+from netd.sources.qos_dcb import DCB_OBJECTS, DcbReader
 from netd.sources.sysfs_io import list_dir, read_text
 
 __all__ = ["PortQos", "QosSource", "port_qos_from_dcb"]
@@ -170,6 +172,7 @@ class QosSource:
         self.debugfs_root = debugfs_root or self.sysfs_root / "kernel" / "debug"
         self.configfs_root = configfs_root or self.sysfs_root / "kernel" / "config"
         self.include, self.exclude = include, exclude
+        self.errors: list[str] = []  # failures (not absences) of the last read, one per port
 
     def _wanted(self, device: str) -> bool:
         return any(fnmatch.fnmatch(device, p) for p in self.include) and not any(
@@ -177,6 +180,8 @@ class QosSource:
         )
 
     def read(self) -> tuple[PortQos, ...]:
+        """Every port; the errors of this read (not absences) are in :attr:`errors` afterwards."""
+        self.errors = []
         trees, _ = discover(self.sysfs_root, self.debugfs_root, self.include, self.exclude)
         params = {t.device: t for t in trees}
         out = []
@@ -196,10 +201,15 @@ class QosSource:
         if netdev is None:
             missing["dcb"] = "the RDMA port has no netdev (not RoCE)"
         else:
-            read = self.dcb.read(netdev)
-            for obj, why in read.missing.items():
-                missing[obj] = why
-            fields.update(port_qos_from_dcb(read.objects, netdev))
+            try:
+                read = self.dcb.read(netdev)
+                fields.update(port_qos_from_dcb(read.objects, netdev))
+            except SourceError as exc:
+                # One port's bad dcb answer must not hide the other ports or this port's other settings.
+                self.errors.append(str(exc))
+                missing.update(dict.fromkeys(DCB_OBJECTS, f"error: {exc}"))
+            else:
+                missing.update(read.missing)
             fields.update(self._netdev_files(netdev, missing))
         v4 = [g.index for g in gids if g.gid.startswith(_V4_MAPPED)]
         fields["gid_index"] = v4[0] if v4 else None

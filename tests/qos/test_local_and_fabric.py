@@ -124,3 +124,17 @@ def test_routes_and_metrics_serve_the_last_reading(tmp_path: Path) -> None:
     assert 'netd_qos_mtu_bytes{device="mlx5_0",port="1"} 4200.0' in text
     assert 'netd_qos_local_findings{kind="pfc_without_ecn"} 1.0' in text
     assert "netd_qos_reads_total 1.0" in text
+
+
+def test_an_unreachable_prometheus_is_said_and_the_last_audit_kept(free_port: int) -> None:
+    from netd.qos.fabric import from_prometheus
+    from netd.sources.prometheus import PrometheusClient
+
+    client = PrometheusClient(f"http://127.0.0.1:{free_port}", timeout_s=1.0)  # nothing listens there
+    try:
+        audit = FabricQos(from_prometheus(client), QosConfig(), origin="down", max_age_s=0.0)
+        doc = audit.document()
+    finally:
+        client.close()
+    assert "findings" not in doc and doc["origin"] == "down"
+    assert doc["error"].startswith(f"prometheus: http://127.0.0.1:{free_port} unreachable")

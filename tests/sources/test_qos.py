@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from cc.model.params import DcqcnParams
 from netd.emulated.cc_params import render as render_cc_params
 from netd.emulated.qos_state import render_qos
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
-from netd.errors import SourceError
 from netd.sources.qos import QosSource
 from netd.sources.qos_dcb import CapturedDcbReader, write_capture
 from netd.vocabulary.qos_settings import QOS_SETTINGS, is_setting
@@ -76,11 +73,22 @@ def test_ofed_trust_file_wins_over_the_app_table(tmp_path: Path) -> None:
     assert port.trust == "pcp" and port.dscp_prio == ((26, 3), (48, 6))
 
 
-def test_a_corrupt_capture_is_an_error_not_a_guess(tmp_path: Path) -> None:
-    with _host(tmp_path) as _:
+def test_a_corrupt_capture_is_an_error_on_that_port_only(tmp_path: Path) -> None:
+    with SysfsTree(tmp_path) as tree:
+        for fn in range(2):
+            tree.add_device(DeviceSpec(name=f"mlx5_{fn}", netdev=f"ens1f{fn}np{fn}", pci=f"0000:41:00.{fn}"))
+        render_qos(tmp_path, [("mlx5_0", "ens1f0np0"), ("mlx5_1", "ens1f1np1")])
         write_capture(tmp_path, "ens1f0np0", "pfc", '{"prio_pfc": [true, false]}\n')
-        with pytest.raises(SourceError, match="prio_pfc"):
-            QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+        source = QosSource(tmp_path, CapturedDcbReader(tmp_path))
+        bad, good = source.read()
+    assert len(source.errors) == 1 and "prio_pfc" in source.errors[0]
+    assert (
+        bad.pfc is None
+        and bad.trust is None
+        and bad.missing["pfc"].startswith("error: dcb: pfc of ens1f0np0")
+    )
+    assert bad.mtu == 4200 and bad.ecn == (3,)  # the port's other settings are still read
+    assert good.pfc == (3,) and good.missing == {}
 
 
 def test_excluded_devices_are_not_read(tmp_path: Path) -> None:
