@@ -27,6 +27,7 @@ class QosCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         s = self._service
+        ports, local_found, read_at = s.reading()  # one read's values, even if a refresh swaps meanwhile
         info = GaugeMetricFamily(
             "netd_qos_setting_info",
             "QoS setting of a port as the NIC applies it (canonical text in `value`; docs/qos.md).",
@@ -44,7 +45,7 @@ class QosCollector(Collector):
         buffers = GaugeMetricFamily(
             "netd_qos_buffer_size_bytes", "Receive buffer size (dcb buffer).", labels=[*_PORT, "buffer"]
         )
-        for p in s.ports:
+        for p in ports:
             key = [p.device, str(p.port)]
             for setting, value in p.settings().items():
                 info.add_metric([*key, p.netdev or "", setting, value], 1)
@@ -63,7 +64,7 @@ class QosCollector(Collector):
             "netd_qos_local_findings", "Local QoS inconsistencies on this host, by kind.", labels=["kind"]
         )
         for kind in LOCAL_KINDS:
-            local.add_metric([kind], sum(1 for f in s.local if f.kind == kind))
+            local.add_metric([kind], sum(1 for f in local_found if f.kind == kind))
         yield local
         reads = CounterMetricFamily("netd_qos_reads", "QoS reads completed.")
         reads.add_metric([], s.reads)
@@ -72,7 +73,7 @@ class QosCollector(Collector):
         )
         errors.add_metric([], s.errors)
         yield from (reads, errors)
-        if s.read_at is not None:
+        if read_at is not None:
             at = GaugeMetricFamily("netd_qos_read_timestamp_seconds", "Unix time of the last good QoS read.")
-            at.add_metric([], s.read_at)
+            at.add_metric([], read_at)
             yield at

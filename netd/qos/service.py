@@ -50,9 +50,9 @@ class QosService:
         self.interval = cfg.qos.interval
         self.source = build_source(cfg, sysfs_root)
         self._state = state
-        self.ports: tuple[PortQos, ...] = ()
-        self.local: tuple[LocalFinding, ...] = ()
-        self.read_at: float | None = None  # wall clock of the last good read
+        # One reading swapped in by reference (ports, their local findings, wall clock of the read), so a
+        # reader on another thread never pairs one read's ports with another's findings.
+        self._reading: tuple[tuple[PortQos, ...], tuple[LocalFinding, ...], float | None] = ((), (), None)
         self.reads = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -73,19 +73,36 @@ class QosService:
             log.warning("QoS read: %s", "; ".join(self.source.errors))
         st = self._state() if self._state is not None else None
         bpf = st.observation.snapshot.bpf if st is not None else None
-        self.ports = ports
-        self.local = tuple(local_findings(ports, bpf.roce_classes if bpf is not None else ()))
-        self.read_at = time.time()
+        local = tuple(local_findings(ports, bpf.roce_classes if bpf is not None else ()))
+        self._reading = (ports, local, time.time())
         self.reads += 1
         self.last_error = "; ".join(self.source.errors) or None
 
+    def reading(self) -> tuple[tuple[PortQos, ...], tuple[LocalFinding, ...], float | None]:
+        """(ports, local findings, read_at) of one read, consistent with each other."""
+        return self._reading
+
+    @property
+    def ports(self) -> tuple[PortQos, ...]:
+        return self._reading[0]
+
+    @property
+    def local(self) -> tuple[LocalFinding, ...]:
+        return self._reading[1]
+
+    @property
+    def read_at(self) -> float | None:
+        """Wall clock of the last good read (None before the first)."""
+        return self._reading[2]
+
     def document(self) -> dict[str, Any]:
+        ports, local, read_at = self.reading()
         return {
             "host": self.host,
-            "read_at": self.read_at,
+            "read_at": read_at,
             "interval_s": self.interval,
-            "ports": [p.to_dict() for p in self.ports],
-            "local_findings": [f.to_dict() for f in self.local],
+            "ports": [p.to_dict() for p in ports],
+            "local_findings": [f.to_dict() for f in local],
             "error": self.last_error,
         }
 
