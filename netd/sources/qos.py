@@ -31,6 +31,7 @@ from typing import Any
 
 from netd.errors import NetdError, SourceError
 from netd.sources.cc_params import ParamTree, discover
+from netd.sources.ethtool_read import invalid_netdev_name
 from netd.sources.gids import read_gids
 from netd.sources.qos_dcb import DCB_OBJECTS, DcbReader
 from netd.sources.sysfs_io import list_dir, read_text
@@ -198,8 +199,11 @@ class QosSource:
         gids = read_gids(self.sysfs_root, device, port)
         netdev = next((g.netdev for g in gids if g.netdev), None) or self._first_netdev(device)
         fields: dict[str, Any] = {}
+        bad_name = None if netdev is None else invalid_netdev_name(netdev)
         if netdev is None:
             missing["dcb"] = "the RDMA port has no netdev (not RoCE)"
+        elif bad_name is not None:  # a hostile tree must not steer reads out of class/net/
+            missing["dcb"] = bad_name
         else:
             try:
                 read = self.dcb.read(netdev)

@@ -116,3 +116,14 @@ def test_netd_check_says_what_was_read_and_why_the_rest_was_not(tmp_path: Path) 
     assert any(d.startswith("dcqcn, ecn: no ") and "MLNX_OFED" in d for d in absent)
     empty, _ = qos_check(load_config(environ={}), tmp_path / "nothing")
     assert empty == [("absent", "qos", f"no RDMA ports under {tmp_path / 'nothing'}: no QoS to read")]
+
+
+def test_a_hostile_netdev_name_in_the_gid_table_reads_nothing_outside_class_net(tmp_path: Path) -> None:
+    with _host(tmp_path) as tree:
+        render_qos(tmp_path, [("mlx5_0", "ens1f0np0")])
+        ndevs = tree.port_dir("mlx5_0", 1) / "gid_attrs" / "ndevs"
+        for slot in ndevs.iterdir():
+            slot.write_text("../../..\n")
+        (port,) = QosSource(tmp_path, CapturedDcbReader(tmp_path)).read()
+    assert port.netdev == "../../.." and port.mtu is None and port.pfc is None
+    assert "not a valid Linux interface name" in port.missing["dcb"]
