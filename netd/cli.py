@@ -54,6 +54,7 @@ COMMANDS: tuple[str, ...] = (
     "netd.nccl.cli",
     "netd.lab.cli",
     "netd.tuning.cli",
+    "netd.qos.cli",
 )
 BENCHES: tuple[str, ...] = (
     "netd.bench.bpf",
@@ -61,6 +62,7 @@ BENCHES: tuple[str, ...] = (
     "netd.nccl.cli",
     "netd.bench.api",
     "netd.tuning.bench",
+    "netd.qos.cli",
 )
 
 

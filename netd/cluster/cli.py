@@ -27,6 +27,9 @@ from netd.congestion.host import scorer_from_config
 from netd.errors import ConfigError
 from netd.nccl.pins import PinAuthority
 from netd.nccl.routes import nccl_router
+from netd.qos.fabric import FabricQos, from_prometheus
+from netd.qos.routes import fabric_qos_router
+from netd.sources.prometheus import PrometheusClient
 
 __all__ = ["register", "serve_fabric"]
 
@@ -58,6 +61,10 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
     sock = bind(host, port)
     view = FabricView(cfg.cluster, scorer_from_config(cfg.congestion))
     stop = threading.Event()
+    qos_client = PrometheusClient(cfg.cluster.prometheus_url or "")
+    qos_audit = FabricQos(  # GET /v1/qos/fabric: the QoS consistency audit (docs/qos.md)
+        from_prometheus(qos_client), cfg.qos, cfg.cluster.prometheus_url or "", cfg.cluster.refresh_interval
+    )
     try:
         view.refresh()  # first refresh before listening; a failure is reported, and retried
         pins = nccl_router(
@@ -69,7 +76,7 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
             _readiness(view, cfg.cluster.refresh_interval),
             FabricCollector(view),
             cfg.scheduler,
-            routers=[pins],
+            routers=[pins, fabric_qos_router(qos_audit)],
         )
         server = Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
         snap = view.current()
@@ -94,6 +101,7 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
     finally:
         stop.set()
         view.close()
+        qos_client.close()
         sock.close()
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from netd.commands.bpf_check import bpf_check
 from netd.config.settings import Config
 from netd.errors import TuningError
+from netd.qos.checks import qos_check
 from netd.sources.collect import Sampler
 from netd.sources.verbs import VerbsSource
 from netd.tuning.journal import Journal, recovery_message
@@ -131,5 +132,7 @@ def run_checks(cfg: Config, sysfs_root: Path, fabric_reason: str) -> tuple[list[
         collector.close()
     bpf, bpf_failed = bpf_check(cfg)
     tuning, tuning_failed = tuning_lines(cfg)
+    qos, qos_failed = qos_check(cfg, sysfs_root)  # docs/qos.md
     lines += rdma + _environment_lines(cfg) + [CheckLine(*b) for b in bpf] + tuning
-    return lines, failed or bpf_failed or tuning_failed
+    lines += [CheckLine(*q) for q in qos]
+    return lines, failed or bpf_failed or tuning_failed or qos_failed

@@ -25,6 +25,7 @@ from netd.detect.service import build_detection
 from netd.emulated.child import EmulatorProcess
 from netd.emulated.fabric_host import EmulatedFabric, default_state_dir, emulated_host_of
 from netd.nccl.service import NcclService
+from netd.qos.wiring import QosParts, emulated_fabric_qos, start_qos
 from netd.sources.collect import Sampler
 from netd.sources.sysfs_io import list_dir
 from netd.topology.service import TopologyService
@@ -141,11 +142,19 @@ def serve(
     stop = threading.Event()
     nccl: NcclService | None = None
     tuning: TuningParts | None = None
+    qos: QosParts | None = None
     try:
         daemon.tick()  # first tick before listening, so /metrics is never empty once reachable
         nccl = NcclService(cfg, daemon.state, daemon.collector.sysfs_root, _tick_host(daemon))
         nccl.start()  # the plugin's pin socket (docs/nccl.md)
         tuning = start_tuning(cfg, daemon.collector.sysfs_root, daemon.state)  # docs/tuning.md
+        qos = start_qos(  # docs/qos.md
+            cfg,
+            daemon.collector.sysfs_root,
+            _tick_host(daemon),
+            daemon.state,
+            emulated_fabric_qos(cfg, daemon),
+        )
         loop = threading.Thread(target=daemon.run, args=(stop,), name="netd-loop", daemon=True)
         app = create_app(
             daemon.state,
@@ -153,8 +162,8 @@ def serve(
             cfg.interval,
             view=HostView(daemon.state, note=view_note),
             scheduler=cfg.scheduler,
-            routers=(nccl.router, *tuning.routers),
-            collectors=tuning.collectors,
+            routers=(nccl.router, *tuning.routers, *qos.routers),
+            collectors=(*tuning.collectors, *qos.collectors),
         )
         server = Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")
@@ -164,6 +173,8 @@ def serve(
             print(nccl.banner_line(), file=out, flush=True)
         if tuning.banner:
             print(tuning.banner, file=out, flush=True)
+        if qos.banner:
+            print(qos.banner, file=out, flush=True)
         warning = exposure_warning(host, port, token_configured)
         if warning:
             print(warning, file=out, flush=True)
@@ -177,6 +188,8 @@ def serve(
             nccl.close()
         if tuning is not None:
             tuning.close()
+        if qos is not None:
+            qos.close()
         daemon.close()
         sock.close()
 

@@ -16,5 +16,6 @@ __all__, __getattr__, __dir__ = public_face(
         "nccl": ("NcclConfig", "default_socket_path"),
         "service": ("ClusterConfig", "CongestionConfig", "SchedulerConfig", "TopologyConfig"),
         "tuning": ("TuningConfig", "default_journal_dir"),
+        "qos": ("QosConfig",),
     },
 )

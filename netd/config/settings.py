@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from netd.config.bpf import BpfConfig
 from netd.config.detect import DetectConfig
 from netd.config.nccl import NcclConfig
+from netd.config.qos import QosConfig
 from netd.config.service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
 from netd.config.tuning import TuningConfig
 from netd.errors import ConfigError
@@ -101,6 +102,7 @@ class Config(_Section):
     bpf: BpfConfig = BpfConfig()
     nccl: NcclConfig = NcclConfig()  # NCCL tuner plugin socket, pins and hints (docs/nccl.md)
     tuning: TuningConfig = TuningConfig()  # DCQCN tuner and parameter applier (docs/tuning.md)
+    qos: QosConfig = QosConfig()  # the QoS audit: what each port applies, drift across hosts (docs/qos.md)
 
     @field_validator("listen")
     @classmethod

@@ -13,6 +13,7 @@ silent on such a fabric.
 from __future__ import annotations
 
 from netd.dashboards.alerts_netd import RATE_VALUE, detection_alerts, netd_alerts, tuner_alerts
+from netd.dashboards.alerts_qos import qos_alerts
 from netd.dashboards.promql import increase, lossless, on_netdev, on_port, rate
 from netd.dashboards.recording import port_record
 from netd.dashboards.rules import Alert, Group
@@ -214,6 +215,7 @@ def alerts(job: str = "netd") -> tuple[Alert, ...]:
         *netd_alerts(job),
         *detection_alerts(),
         *tuner_alerts(),
+        *qos_alerts(),
     )
 
 

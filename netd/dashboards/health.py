@@ -289,13 +289,43 @@ def _tuner() -> Row:
     )
 
 
+def _qos() -> Row:
+    distinct = f"count by (setting) (count by (setting, value) (netd_qos_setting_info{{{SEL}}}))"
+    return Row(
+        "QoS configuration",
+        (
+            Panel(
+                "Values per QoS setting across hosts",
+                "How many different values each QoS setting (trust, pfc, ecn, dcqcn, mtu, dscp_prio, DCQCN "
+                "parameters, ...) has among the chosen instances (docs/qos.md). Bad: more than 1 (alert "
+                "NetdQosDrift): hosts disagree; `netd qos --fabric` names them and the fix.",
+                "none",
+                (Target(distinct, legend="{{setting}}"),),
+                kind="bargauge",
+                thresholds=((2, "red"),),
+                width=12,
+            ),
+            Panel(
+                "QoS contradictions per host",
+                "Local QoS inconsistencies: PFC on a priority without ECN/DCQCN, RoCE traffic on a "
+                "priority without PFC. Bad: anything above 0 (alert NetdQosInconsistent).",
+                "none",
+                (Target(f"netd_qos_local_findings{{{SEL}}}", legend="{{instance}} {{kind}}"),),
+                kind="bargauge",
+                thresholds=((1, "red"),),
+                width=12,
+            ),
+        ),
+    )
+
+
 def netd_health() -> Dashboard:
     return Dashboard(
         uid="netd-health",
         title="netd / Health",
         description="Is every netd up, collecting on time, reading all of its sources, and what do its "
         "detectors and eBPF probes cost?",
-        rows=(_fleet(), _loop(), _sources(), _detection(), _tuner(), _bpf()),
+        rows=(_fleet(), _loop(), _sources(), _detection(), _tuner(), _qos(), _bpf()),
         variables=(
             Variable("job", "Job", "label_values(netd_build_info, job)", "Prometheus job(s) scraping netd."),
             Variable(

@@ -33,6 +33,7 @@ from netd.emulated.cc_params import cc_params_dir, read_params
 from netd.emulated.cc_params import render as render_cc_params
 from netd.emulated.fabric_topology import render_topology
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from netd.emulated.qos_state import default_drifts, drifted_params, render_qos
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
 from netd.errors import NetdError
 from netd.sources.ethtool import format_ethtool_text
@@ -135,6 +136,7 @@ class EmulatedFabric:
         self._eth: dict[tuple[int, int], dict[str, int]] = {}
         self._carry: dict[str, np.ndarray] = {}
         self.last_phases: tuple[str, ...] = ()
+        self.qos_drifts = default_drifts(self.n_hosts)  # misconfigured hosts (docs/qos.md)
         for h in range(self.n_hosts):
             tree = SysfsTree(self.host_root(h))
             (self.host_root(h) / "ethtool").mkdir(parents=True, exist_ok=True)
@@ -149,7 +151,8 @@ class EmulatedFabric:
                         rate=rate_text(link_gbps),
                     )
                 )
-                render_cc_params(self.host_root(h), pci, self.fabric.params)  # debugfs cc_params/
+                params = drifted_params(self.qos_drifts.get(h, ()), self.fabric.params)
+                render_cc_params(self.host_root(h), pci, params)  # debugfs cc_params/
                 self._hw[(h, p)] = {}
                 self._eth[(h, p)] = dict.fromkeys(self._names, 0)
             self._trees.append(tree)
@@ -162,6 +165,10 @@ class EmulatedFabric:
                 host_name=self.host_name(h),
                 netdevs=[self.netdev(p) for p in range(ports_per_host)],
             )
+        # QoS as each NIC applies it, with a few hosts misconfigured on purpose (docs/qos.md).
+        for h in range(self.n_hosts):
+            ports = [(f"mlx5_{p}", self.netdev(p)) for p in range(ports_per_host)]
+            render_qos(self.host_root(h), ports, self.qos_drifts.get(h, ()))
         # The fabric runs with the DCQCN parameters in force on host 0's first device (netd tune and
         # the daemon's tuner write there): see netd.emulated.cc_params.
         self.params_dir = cc_params_dir(self.host_root(0), "0000:41:00.0")

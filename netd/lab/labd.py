@@ -26,6 +26,7 @@ from netd.lab.fabric import TcShell, tbf_cmd
 from netd.lab.layout import Port
 from netd.lab.pfc import CONTRIB_WINDOW_NS, PfcAgent
 from netd.lab.publish import HostPublisher
+from netd.lab.qos import render_lab_qos
 from netd.lab.realtime import LABD_PRIORITY, realtime
 from netd.lab.state import LabState
 
@@ -73,6 +74,8 @@ class LabDaemon:
             HostPublisher(state_dir / f"host{i}", state_dir / f"host{i}.shm", state.link_mbps)
             for i in range(self.layout.hosts)
         ]
+        for i in range(self.layout.hosts):  # QoS state, the last host misconfigured on purpose (docs/qos.md)
+            render_lab_qos(state_dir / f"host{i}", i, self.layout.hosts)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         (state_dir / SOCKET_NAME).unlink(missing_ok=True)
         self.listener.bind(str(state_dir / SOCKET_NAME))

@@ -31,6 +31,18 @@ __all__, __getattr__, __dir__ = public_face(
         "cc_params": ("ParamTree", "discover", "read_value"),
         "topology_file": ("parse_topology_file", "read_topology_file"),
         "sysfs_io": ("ABSENT_ERRNOS", "PreadCache", "list_dir", "read_text", "stat_identity"),
+        "qos": ("PortQos", "QosSource", "port_qos_from_dcb"),
+        "qos_dcb": (
+            "DCB_OBJECTS",
+            "CapturedDcbReader",
+            "CommandDcbReader",
+            "DcbRead",
+            "DcbReader",
+            "capture_dir",
+            "dcb_json",
+            "make_dcb_reader",
+            "write_capture",
+        ),
         "bpf": ("PFC_SLOTS", "BpfSettings", "BpfSource", "FakeBpfSource", "UnavailableBpfSource"),
     },
 )
