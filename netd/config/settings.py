@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from netd.config.bpf import BpfConfig
 from netd.config.detect import DetectConfig
+from netd.config.kube import KubeConfig
 from netd.config.nccl import NcclConfig
 from netd.config.service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
 from netd.config.tuning import TuningConfig
@@ -97,6 +98,7 @@ class Config(_Section):
     bpf: BpfConfig = BpfConfig()
     nccl: NcclConfig = NcclConfig()  # NCCL tuner plugin socket, pins and hints (docs/nccl.md)
     tuning: TuningConfig = TuningConfig()  # DCQCN tuner and parameter applier (docs/tuning.md)
+    kube: KubeConfig = KubeConfig()  # labels, HyperNodes, taints for schedulers (docs/deploy.md)
 
     @field_validator("listen")
     @classmethod
