@@ -38,7 +38,10 @@ class KubeClient:
     @classmethod
     def from_environment(cls, kubeconfig: str | None, dry_run: bool = False) -> KubeClient:
         """In a pod: the service account; else ``kubeconfig`` (default ~/.kube/config, $KUBECONFIG)."""
-        from kubernetes import client, config  # the client is heavy: import it when publishing
+        try:  # heavy, and only `netd fabric publish` needs it: the extra netd[kube]
+            from kubernetes import client, config
+        except ImportError as exc:
+            raise KubeError("publishing needs the kubernetes client: pip install 'netd[kube]'") from exc
 
         try:
             if kubeconfig is None:
