@@ -16,5 +16,6 @@ __all__, __getattr__, __dir__ = public_face(
         "client": ("KubeClient",),
         "service": ("Publisher", "RoundResult", "TokenBucket"),
         "gather": ("emulated_topology", "merge_topologies"),
+        "bench": ("bench_export", "rail_optimized"),
     },
 )

@@ -14,6 +14,9 @@ from netd.kube.tiers import Tiers
 __all__ = ["FORMATS", "export_objects", "render"]
 
 FORMATS = ("hypernodes", "node-labels", "slurm")
+# libyaml's emitter when PyYAML was built with it: the pure-Python one took 3 s of the 4096-host
+# export's 3.2 s (docs/benchmarks.md)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def export_objects(t: Tiers, cfg: KubeConfig, fmt: str) -> list[dict[str, Any]]:
@@ -30,4 +33,5 @@ def render(t: Tiers, cfg: KubeConfig, fmt: str, source: str) -> str:
     if fmt == "slurm":
         return slurm_topology(t, source)
     head = f"# netd fabric export --format {fmt}, from {source}\n"
-    return head + yaml.safe_dump_all(export_objects(t, cfg, fmt), sort_keys=False, explicit_start=True)
+    objs = export_objects(t, cfg, fmt)
+    return head + yaml.dump_all(objs, Dumper=_DUMPER, sort_keys=False, explicit_start=True)
