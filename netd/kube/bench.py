@@ -38,8 +38,8 @@ def rail_optimized(hosts: int) -> Topology:
             ports.append(
                 PortPlacement(f"gpu{h:05d}", f"mlx5_{rail}", 1, f"eth{rail}", "ACTIVE", rail=rail, tor=tor)
             )
-    spines = {s: Switch(s, "spine") for sw in tors.values() for s in sw.spines}
-    return Topology(0.0, tuple(f"gpu{h:05d}" for h in range(hosts)), tuple(ports), tors, spines)
+    above = {name: Switch(name, "spine") for sw in tors.values() for name in sw.spines}
+    return Topology(0.0, tuple(f"gpu{h:05d}" for h in range(hosts)), tuple(ports), tors, above)
 
 
 def bench_export(hosts: int, repeat: int = 3) -> dict[str, Any]:
