@@ -17,5 +17,6 @@ __all__, __getattr__, __dir__ = public_face(
         "service": ("Publisher", "RoundResult", "TokenBucket"),
         "gather": ("emulated_topology", "merge_topologies"),
         "bench": ("bench_export", "rail_optimized"),
+        "monitoring": ("monitoring_objects", "render_monitoring"),
     },
 )

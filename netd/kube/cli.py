@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from netd.api.service_view import ClusterSnapshot
@@ -21,6 +22,7 @@ from netd.errors import ConfigError, KubeError
 from netd.kube.client import KubeClient
 from netd.kube.export import FORMATS, render
 from netd.kube.gather import emulated_topology
+from netd.kube.monitoring import render_monitoring
 from netd.kube.service import Publisher
 from netd.kube.tiers import fabric_tiers
 
@@ -105,6 +107,11 @@ def _cmd_publish(args: argparse.Namespace, cfg: Config) -> int:
         client.close()
 
 
+def _cmd_monitoring(args: argparse.Namespace, cfg: Config) -> int:
+    sys.stdout.write(render_monitoring(args.dashboards))
+    return 0
+
+
 def _sources(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prometheus", metavar="URL", help="the cluster view's Prometheus (cluster.prometheus_url)"
@@ -148,3 +155,15 @@ def register_fabric_actions(fabric: argparse.ArgumentParser, common: Callable[..
     pub.add_argument("--once", action="store_true", help="one round, print what was written, exit")
     _sources(pub)
     pub.set_defaults(handler=_cmd_publish)
+    mon = actions.add_parser(
+        "monitoring",
+        help="print the PrometheusRules and Grafana dashboard ConfigMaps for deploy/kubernetes/monitoring",
+    )
+    mon.add_argument(
+        "--dashboards",
+        type=Path,
+        default=Path("dashboards"),
+        metavar="DIR",
+        help="the dashboards and rules (default ./dashboards; installed: /usr/share/netd/dashboards)",
+    )
+    mon.set_defaults(handler=_cmd_monitoring, needs_config=False)

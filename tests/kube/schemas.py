@@ -1,9 +1,9 @@
 """The published rules every object netd emits must satisfy, independent of netd's own code.
 
-Core objects (Node) go through ``kubernetes-validate``'s copy of the Kubernetes OpenAPI schemas;
-HyperNode and Kueue Topology through the JSON Schemas in tests/fixtures/schemas (written from the
-published API types; each file's ``$comment`` says from which). Label keys and values are checked
-against the regular expressions of k8s.io/apimachinery ``pkg/util/validation`` (IsQualifiedName,
+Core objects (Node, ...) go through ``kubernetes-validate``'s copy of the Kubernetes OpenAPI
+schemas; HyperNode, Kueue Topology, PrometheusRule and ServiceMonitor through the JSON Schemas in
+tests/fixtures/schemas (written from the published API types; each file's ``$comment`` says which).
+Label keys and values are checked against the regular expressions of k8s.io/apimachinery ``pkg/util/validation`` (IsQualifiedName,
 IsValidLabelValue), restated here from that source rather than imported from netd.
 """
 
@@ -46,6 +46,8 @@ def check(obj: dict[str, Any]) -> None:
         check_label(k, v)
     if kind == "HyperNode":
         jsonschema.validate(obj, _schema("hypernode-v1alpha1.json"))
+    elif kind in ("PrometheusRule", "ServiceMonitor"):
+        jsonschema.validate(obj, _schema(f"{kind.lower()}-v1.json"))
     elif kind == "Topology":
         jsonschema.validate(obj, _schema("kueue-topology-v1beta1.json"))
         labels = [level["nodeLabel"] for level in obj["spec"]["levels"]]
