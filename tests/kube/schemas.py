@@ -3,8 +3,8 @@
 Core objects (Node, ...) go through ``kubernetes-validate``'s copy of the Kubernetes OpenAPI
 schemas; HyperNode, Kueue Topology, PrometheusRule and ServiceMonitor through the JSON Schemas in
 tests/fixtures/schemas (written from the published API types; each file's ``$comment`` says which).
-Label keys and values are checked against the regular expressions of k8s.io/apimachinery ``pkg/util/validation`` (IsQualifiedName,
-IsValidLabelValue), restated here from that source rather than imported from netd.
+Label keys and values are checked against the regular expressions of k8s.io/apimachinery
+``pkg/util/validation`` (IsQualifiedName, IsValidLabelValue), restated here from that source rather than imported from netd.
 """
 
 from __future__ import annotations
