@@ -4,7 +4,8 @@ Core objects (Node, ...) go through ``kubernetes-validate``'s copy of the Kubern
 schemas; HyperNode, Kueue Topology, PrometheusRule and ServiceMonitor through the JSON Schemas in
 tests/fixtures/schemas (written from the published API types; each file's ``$comment`` says which).
 Label keys and values are checked against the regular expressions of k8s.io/apimachinery
-``pkg/util/validation`` (IsQualifiedName, IsValidLabelValue), restated here from that source rather than imported from netd.
+``pkg/util/validation`` (IsQualifiedName, IsValidLabelValue), restated from that source, not
+imported from netd.
 """
 
 from __future__ import annotations
