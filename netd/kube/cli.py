@@ -69,6 +69,14 @@ def _cmd_export(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _cmd_publish(args: argparse.Namespace, cfg: Config) -> int:
+    client = KubeClient.from_environment(args.kubeconfig, dry_run=args.dry_run)  # credentials first
+    try:
+        return _publish(args, cfg, client)
+    finally:
+        client.close()
+
+
+def _publish(args: argparse.Namespace, cfg: Config, client: KubeClient) -> int:
     if args.emulated:
         snap, source = _snapshot(args, cfg)
 
@@ -84,7 +92,6 @@ def _cmd_publish(args: argparse.Namespace, cfg: Config) -> int:
             cfg.cluster.model_copy(update={"prometheus_url": url}), scorer_from_config(cfg.congestion)
         )
         source, current, close = f"Prometheus at {url}", view.refresh, view.close
-    client = KubeClient.from_environment(args.kubeconfig, dry_run=args.dry_run)
     publisher = Publisher(client, cfg.kube, current)
     try:
         if args.once:
@@ -104,7 +111,6 @@ def _cmd_publish(args: argparse.Namespace, cfg: Config) -> int:
         return 0
     finally:
         close()
-        client.close()
 
 
 def _cmd_monitoring(args: argparse.Namespace, cfg: Config) -> int:
@@ -112,40 +118,47 @@ def _cmd_monitoring(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-def _sources(p: argparse.ArgumentParser) -> None:
+def _action(
+    actions: Any, name: str, common: Callable[..., None], summary: str, description: str
+) -> argparse.ArgumentParser:
+    """A subcommand that reads the cluster view: the config options and the view's two sources."""
+    p: argparse.ArgumentParser = actions.add_parser(name, help=summary, description=description)
+    common(p, listen=False)
     p.add_argument(
         "--prometheus", metavar="URL", help="the cluster view's Prometheus (cluster.prometheus_url)"
     )
     p.add_argument(
         "--emulated", action="store_true", help="describe the emulated fabric ([emulator] sets its size)"
     )
+    return p
 
 
 def register_fabric_actions(fabric: argparse.ArgumentParser, common: Callable[..., None]) -> None:
-    """`netd fabric export|publish`; plain `netd fabric` still serves the cluster view."""
+    """`netd fabric export|publish|monitoring`; plain `netd fabric` still serves the cluster view."""
     actions: Any = fabric.add_subparsers(dest="fabric_action", metavar="ACTION", required=False)
-    ex = actions.add_parser(
+    ex = _action(
+        actions,
         "export",
-        help="print the fabric's tiers for a scheduler: HyperNodes, node labels, Slurm topology.conf",
-        description="Print the cluster's ToR/spine tiers, from Prometheus's netd_port_info (the cluster "
-        "view) or the emulated fabric: Volcano HyperNodes (tier 1 ToR, tier 2 spine), Node label patches "
-        "with Kueue's Topology (label keys from [kube]), or Slurm's topology.conf. Kubernetes formats are "
-        "a YAML stream for `kubectl apply --server-side -f -`.",
+        common,
+        "print the fabric's tiers for a scheduler: HyperNodes, node labels, Slurm topology.conf",
+        "Print the cluster's ToR/spine tiers, from Prometheus's netd_port_info (the cluster view) or the "
+        "emulated fabric: Volcano HyperNodes (tier 1 ToR, tier 2 spine), Node label patches with Kueue's "
+        "Topology (label keys from [kube]), or Slurm's topology.conf. Kubernetes formats are a YAML stream "
+        "for `kubectl apply --server-side -f -`.",
     )
-    common(ex, listen=False)
     ex.add_argument("--format", choices=FORMATS, required=True, help="which scheduler's format")
     ex.add_argument("--apply", action="store_true", help="pipe the objects to `kubectl apply --server-side`")
-    _sources(ex)
     ex.set_defaults(handler=_cmd_export)
-    pub = actions.add_parser(
+    pub = _action(
+        actions,
         "publish",
-        help="keep node labels, HyperNodes, Kueue's Topology and health taints in the cluster",
-        description="Publish the cluster view to the Kubernetes API every kube.publish_interval seconds: "
-        "server-side apply of node labels, HyperNodes, Kueue's Topology and the RoCE health condition "
-        "(field manager kube.field_manager), only what changed, at most kube.max_writes_per_s; "
-        "optionally a NoSchedule taint (kube.taint) on hosts whose RoCE ports are down or PFC-stormed.",
+        common,
+        "keep node labels, HyperNodes, Kueue's Topology and health taints in the cluster",
+        "Publish the cluster view to the Kubernetes API every kube.publish_interval seconds: server-side "
+        "apply of node labels, HyperNodes, Kueue's Topology and the RoCE health condition (field manager "
+        "kube.field_manager), only what changed, at most kube.max_writes_per_s; optionally a NoSchedule "
+        "taint (kube.taint) on hosts whose RoCE ports are down or PFC-stormed.",
     )
-    common(pub, listen=False)
     pub.add_argument(
         "--kubeconfig", metavar="FILE", help="default: in-cluster service account, else ~/.kube/config"
     )
@@ -153,7 +166,6 @@ def register_fabric_actions(fabric: argparse.ArgumentParser, common: Callable[..
         "--dry-run", action="store_true", help="server-side dry run (dryRun=All): nothing is stored"
     )
     pub.add_argument("--once", action="store_true", help="one round, print what was written, exit")
-    _sources(pub)
     pub.set_defaults(handler=_cmd_publish)
     mon = actions.add_parser(
         "monitoring",
