@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,17 @@ needs_kubectl = pytest.mark.skipif(
 )
 
 
-def render(variant: str) -> list[dict[str, Any]]:
+@cache  # one kustomize run per variant for the whole module
+def _rendered(variant: str) -> str:
     done = subprocess.run(
         ["kubectl", "kustomize", str(KUBE / variant)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
+    return done.stdout
+
+
+def render(variant: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(_rendered(variant)) if d]
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
@@ -43,6 +49,7 @@ def one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 
 @needs_kubectl
+@pytest.mark.slow  # kustomize, then the OpenAPI schemas: over a second per variant
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_rendered_manifest_validates(variant: str):
     docs = render(variant)

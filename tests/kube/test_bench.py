@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from netd.cli import main
 
 
+@pytest.mark.slow  # a second of export work
 def test_bench_export_json(capsys):
     assert main(["bench", "export", "--hosts", "96", "--repeat", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
