@@ -47,7 +47,7 @@ RUN_PY     ?= /usr/bin/python3
 PIP_INSTALL_ARGS ?=
 
 install:  ## package, units, default config, plugin, docs into $(DESTDIR); e.g. DESTDIR=/tmp/pkg
-	$(INSTALL_PY) -m pip install --quiet --no-compile --no-build-isolation --upgrade \
+	$(INSTALL_PY) -m pip install --quiet --no-compile --no-build-isolation --upgrade --root-user-action=ignore \
 		--target $(DESTDIR)$(PYDIR) $(PIP_INSTALL_ARGS) .
 	install -d $(DESTDIR)$(PREFIX)/bin
 	sed -e 's|@PYDIR@|$(PYDIR)|g' -e 's|@PYTHON@|$(RUN_PY)|g' deploy/netd.sh.in > $(DESTDIR)$(PREFIX)/bin/netd
