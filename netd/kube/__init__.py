@@ -15,7 +15,7 @@ __all__, __getattr__, __dir__ = public_face(
         "health": ("HealthTracker", "HostHealth"),
         "client": ("KubeClient",),
         "service": ("Publisher", "RoundResult", "TokenBucket"),
-        "gather": ("emulated_topology", "merge_topologies"),
+        "gather": ("emulated_snapshot", "emulated_topology", "merge_topologies"),
         "bench": ("bench_export", "rail_optimized"),
         "monitoring": ("monitoring_objects", "render_monitoring"),
     },

@@ -21,7 +21,7 @@ from netd.congestion.host import scorer_from_config
 from netd.errors import ConfigError, KubeError
 from netd.kube.client import KubeClient
 from netd.kube.export import FORMATS, render
-from netd.kube.gather import emulated_topology
+from netd.kube.gather import emulated_snapshot
 from netd.kube.monitoring import render_monitoring
 from netd.kube.service import Publisher
 from netd.kube.tiers import fabric_tiers
@@ -34,8 +34,7 @@ log = logging.getLogger(__name__)
 def _snapshot(args: argparse.Namespace, cfg: Config) -> tuple[ClusterSnapshot, str]:
     """The cluster view to describe: Prometheus's, or (``--emulated``) every emulated host's."""
     if args.emulated:
-        topo = emulated_topology(cfg)
-        return ClusterSnapshot("fabric", topo.generated_at, True, topo, None), "the emulated fabric"
+        return emulated_snapshot(cfg), "the emulated fabric"
     url = args.prometheus or cfg.cluster.prometheus_url
     if not url:
         raise ConfigError("no cluster view: give --prometheus URL (or cluster.prometheus_url), or --emulated")

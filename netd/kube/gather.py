@@ -9,13 +9,17 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from netd.api.service_view import ClusterSnapshot
 from netd.config.settings import Config
+from netd.congestion.host import scorer_from_config
+from netd.congestion.score import Components
+from netd.congestion.scorer import ScoreInput
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.model.topology import PortPlacement, Switch, Topology, join_names
 from netd.sources.collect import Sampler
 from netd.topology.service import TopologyService
 
-__all__ = ["emulated_topology", "merge_topologies"]
+__all__ = ["emulated_snapshot", "emulated_topology", "merge_topologies"]
 
 
 def merge_topologies(parts: Iterable[Topology], now: float | None = None) -> Topology:
@@ -71,3 +75,25 @@ def emulated_topology(cfg: Config, state_dir: Path | None = None) -> Topology:
         finally:
             fabric.close()
     return merge_topologies(parts)
+
+
+def emulated_snapshot(cfg: Config) -> ClusterSnapshot:
+    """The emulated fabric as a cluster view: its topology, and each port's link state scored (a
+    port not ACTIVE is down, as in the cluster view), so health has something to say."""
+    topo = emulated_topology(cfg)
+    inputs = [
+        ScoreInput(
+            host=p.host,
+            device=p.device,
+            port=p.port,
+            components=Components(),
+            up=p.state in (None, "ACTIVE"),
+            netdev=p.netdev,
+            tor=p.tor,
+            spine=p.spine,
+            rail=p.rail,
+        )
+        for p in topo.ports
+    ]
+    report = scorer_from_config(cfg.congestion).update(inputs, topo.generated_at)
+    return ClusterSnapshot("fabric", topo.generated_at, True, topo, report)
