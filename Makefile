@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 ARGS   ?=
 PYTEST ?= -q
 
-.PHONY: setup run test test-fast bench lint plugin clean
+.PHONY: setup run test test-fast bench lint plugin install clean
 
 setup:  ## install Debian packages, link kernel headers for bcc, build the virtualenv
 	@bash .ci/setup-host
@@ -31,6 +31,38 @@ lint: setup  ## ruff (lint + format check), mypy, and the layer rule of docs/arc
 
 plugin:  ## build the NCCL tuner plugin; then `make -C nccl_plugin install` (docs/nccl.md)
 	$(MAKE) -C nccl_plugin
+
+# --- install: FHS places, DESTDIR-aware (docs/deploy.md) -------------------------------------------
+PREFIX     ?= /usr
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+PYDIR      ?= $(PREFIX)/lib/netd/python
+MULTIARCH  := $(shell gcc -print-multiarch 2>/dev/null)
+LIBDIR     ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+DATADIR    ?= $(PREFIX)/share/netd
+DOCDIR     ?= $(PREFIX)/share/doc/netd
+INSTALL_PY ?= /usr/bin/python3
+RUN_PY     ?= /usr/bin/python3
+# pip's extra arguments: `PIP_INSTALL_ARGS=--no-deps` when the dependencies come from elsewhere
+PIP_INSTALL_ARGS ?=
+
+install:  ## package, units, default config, plugin, docs into $(DESTDIR); e.g. DESTDIR=/tmp/pkg
+	$(INSTALL_PY) -m pip install --quiet --no-compile --no-build-isolation --upgrade --root-user-action=ignore \
+		--target $(DESTDIR)$(PYDIR) $(PIP_INSTALL_ARGS) .
+	install -d $(DESTDIR)$(PREFIX)/bin
+	sed -e 's|@PYDIR@|$(PYDIR)|g' -e 's|@PYTHON@|$(RUN_PY)|g' deploy/netd.sh.in > $(DESTDIR)$(PREFIX)/bin/netd
+	chmod 0755 $(DESTDIR)$(PREFIX)/bin/netd
+	install -D -m 0644 -t $(DESTDIR)$(UNITDIR) deploy/systemd/netd.service deploy/systemd/netd-fabric.service
+	install -D -m 0644 deploy/systemd/tuning.conf $(DESTDIR)$(DATADIR)/systemd/tuning.conf
+	@# the configuration is the operator's once installed: never overwrite it
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/netd
+	for f in netd.toml fabric.toml; do \
+		[ -e $(DESTDIR)$(SYSCONFDIR)/netd/$$f ] || install -m 0644 deploy/$$f $(DESTDIR)$(SYSCONFDIR)/netd/$$f; \
+	done
+	$(MAKE) -C nccl_plugin install DESTDIR=$(DESTDIR) LIBDIR=$(LIBDIR)
+	install -D -m 0644 -t $(DESTDIR)$(DATADIR)/dashboards dashboards/*.json
+	install -D -m 0644 -t $(DESTDIR)$(DATADIR)/dashboards/rules dashboards/rules/*.yml
+	install -D -m 0644 -t $(DESTDIR)$(DOCDIR) README.md docs/*.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -63,6 +63,7 @@ BENCHES: tuple[str, ...] = (
     "netd.bench.api",
     "netd.tuning.bench",
     "netd.qos.cli",
+    "netd.kube.bench",
 )
 
 
@@ -225,7 +226,8 @@ def _config(args: argparse.Namespace) -> Config:
 def _cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     from netd.commands.run import serve
 
-    return serve(cfg, log_level="info" if args.verbose else "warning")
+    # SIGHUP re-reads the file and environment with the same flags (systemd's ExecReload=)
+    return serve(cfg, log_level="info" if args.verbose else "warning", reload=lambda: _config(args))
 
 
 def _cmd_status(args: argparse.Namespace, cfg: Config) -> int:

@@ -11,7 +11,8 @@ Every error netd raises on purpose derives from :class:`NetdError`, so a caller
     ├── BenchError           a benchmark could not be set up
     ├── LabError             `netd lab` could not build, run or remove the namespace fabric
     ├── HintTableError       an NCCL hint table is malformed (netd.nccl; the message says how)
-    └── TuningError          a DCQCN parameter could not be read, written or verified (netd.tuning)
+    ├── TuningError          a DCQCN parameter could not be read, written or verified (netd.tuning)
+    └── KubeError            the Kubernetes API refused or could not be reached (netd.kube)
 
 "Absent" is not an error: a missing file, a counter the driver does not have, a
 permission the daemon lacks are reported as ``None`` (see netd.sources.sysfs_io).
@@ -25,6 +26,7 @@ __all__ = [
     "DaemonUnreachable",
     "EthtoolError",
     "HintTableError",
+    "KubeError",
     "LabError",
     "NetdError",
     "SourceError",
@@ -76,3 +78,7 @@ class HintTableError(NetdError):
 
 class TuningError(NetdError):
     """A DCQCN parameter write, read-back or rollback failed (the message names the file and value)."""
+
+
+class KubeError(NetdError):
+    """A Kubernetes API call failed (the message names the method, path, status and the API's reason)."""

@@ -134,3 +134,6 @@ def register(sub: Any, common: Callable[..., None]) -> None:
     common(p)
     p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL, e.g. http://prometheus:9090")
     p.set_defaults(handler=_cmd_fabric)
+    from netd.kube.cli import register_fabric_actions  # `netd fabric export|publish` (docs/deploy.md)
+
+    register_fabric_actions(p, common)

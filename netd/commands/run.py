@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,6 +19,7 @@ from netd.api.auth import load_token
 from netd.api.exposure import exposure_warning
 from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import HostView
+from netd.commands.sd_notify import Notifier, WatchdogPinger, watchdog_interval_s
 from netd.config.settings import Config
 from netd.congestion.host import scorer_from_config
 from netd.daemon.bpf import bpf_banner, start_bpf
@@ -24,6 +27,7 @@ from netd.daemon.loop import Daemon, Emulator
 from netd.detect.service import build_detection
 from netd.emulated.child import EmulatorProcess
 from netd.emulated.fabric_host import EmulatedFabric, default_state_dir, emulated_host_of
+from netd.errors import NetdError
 from netd.nccl.service import NcclService
 from netd.qos.wiring import QosParts, emulated_fabric_qos, start_qos
 from netd.sources.collect import Sampler
@@ -31,7 +35,9 @@ from netd.sources.sysfs_io import list_dir
 from netd.topology.service import TopologyService
 from netd.tuning.wiring import TuningParts, start_tuning
 
-__all__ = ["FabricChoice", "banner", "build_daemon", "choose_fabric", "serve"]
+__all__ = ["FabricChoice", "banner", "build_daemon", "choose_fabric", "serve", "tick_fresh"]
+
+LISTEN_BACKLOG = 2048  # uvicorn's default
 
 log = logging.getLogger(__name__)
 
@@ -132,9 +138,39 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
 
 
 def serve(
-    cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning", view_note: str | None = None
+    cfg: Config,
+    out: TextIO = sys.stderr,
+    log_level: str = "warning",
+    view_note: str | None = None,
+    reload: Callable[[], Config] | None = None,
 ) -> int:
-    """``view_note``: a caveat every /v1/topology and /v1/congestion answer carries (netd fabric's)."""
+    """Serve until SIGINT/SIGTERM. ``view_note``: a caveat every /v1/topology and /v1/congestion
+    answer carries (netd fabric's). ``reload``: how SIGHUP re-reads the configuration; a reload
+    that fails to load keeps the running configuration (and says why), one that loads stops this
+    instance's threads and listener and starts them again from the new configuration (the NCCL
+    socket, the tuning journal and the emulator are re-opened, so nothing half-applied survives)."""
+    notifier = Notifier()
+    try:
+        while True:
+            pending: list[Config] = []
+            code = _serve_once(cfg, out, log_level, view_note, notifier, reload, pending)
+            if not pending:
+                return code
+            cfg = pending[-1]
+            print("netd: configuration reloaded (SIGHUP)", file=out, flush=True)
+    finally:
+        notifier.close()
+
+
+def _serve_once(
+    cfg: Config,
+    out: TextIO,
+    log_level: str,
+    view_note: str | None,
+    notifier: Notifier,
+    reload: Callable[[], Config] | None,
+    pending: list[Config],
+) -> int:
     host, port = cfg.listen_address()
     token_configured = load_token(cfg.api.token_file) is not None
     sock = bind(host, port)
@@ -143,6 +179,7 @@ def serve(
     nccl: NcclService | None = None
     tuning: TuningParts | None = None
     qos: QosParts | None = None
+    watchdog: WatchdogPinger | None = None
     try:
         daemon.tick()  # first tick before listening, so /metrics is never empty once reachable
         nccl = NcclService(cfg, daemon.state, daemon.collector.sysfs_root, _tick_host(daemon))
@@ -168,21 +205,33 @@ def serve(
         server = Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")
         )
-        print(banner(cfg, daemon, choice), file=out, flush=True)
-        if nccl.banner_line():
-            print(nccl.banner_line(), file=out, flush=True)
-        if tuning.banner:
-            print(tuning.banner, file=out, flush=True)
-        if qos.banner:
-            print(qos.banner, file=out, flush=True)
+        if not pending:
+            print(banner(cfg, daemon, choice), file=out, flush=True)
+            if nccl.banner_line():
+                print(nccl.banner_line(), file=out, flush=True)
+            if tuning.banner:
+                print(tuning.banner, file=out, flush=True)
+            if qos.banner:
+                print(qos.banner, file=out, flush=True)
         warning = exposure_warning(host, port, token_configured)
         if warning:
             print(warning, file=out, flush=True)
         loop.start()
+        watchdog = WatchdogPinger(notifier, watchdog_interval_s(), lambda: tick_fresh(daemon, cfg.interval))
+        watchdog.start()
+        _on_sighup(server, notifier, reload, pending, out)
+        sock.listen(LISTEN_BACKLOG)  # connectable before systemd hears READY=1 (uvicorn listens again)
+        notifier.ready(f"serving on {host}:{port}, {choice.reason}")
         with share_interpreter_lock():
             server.run(sockets=[sock])  # returns on SIGINT/SIGTERM (uvicorn installs the handlers)
         return 0
     finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        if not pending:
+            notifier.stopping()
+        if watchdog is not None:
+            watchdog.stop()
         stop.set()
         if nccl is not None:
             nccl.close()
@@ -192,6 +241,39 @@ def serve(
             qos.close()
         daemon.close()
         sock.close()
+
+
+def tick_fresh(daemon: Daemon, interval_s: float) -> bool:
+    """The loop is alive: a tick completed within three intervals (the rule of ``/readyz``)."""
+    age = daemon.last_tick_age_s()
+    return age is not None and age < 3 * interval_s + 1.0
+
+
+def _on_sighup(
+    server: Server,
+    notifier: Notifier,
+    reload: Callable[[], Config] | None,
+    pending: list[Config],
+    out: TextIO,
+) -> None:
+    """SIGHUP re-reads the configuration (systemd's ExecReload=); without a handler it would kill us."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread (tests serve in threads)
+
+    def handle(signum: int, frame: object) -> None:
+        if reload is None:
+            print("netd: SIGHUP ignored: this service has no configuration file to reload", file=out)
+            return
+        try:
+            new = reload()
+        except NetdError as exc:
+            print(f"netd: SIGHUP: keeping the running configuration: {exc}", file=out, flush=True)
+            return
+        pending.append(new)
+        notifier.reloading()
+        server.should_exit = True
+
+    signal.signal(signal.SIGHUP, handle)
 
 
 def _tick_host(daemon: Daemon) -> str:

@@ -2,7 +2,7 @@
 
 ``settings`` holds :class:`Config` and :func:`load_config`; every other module is one section
 (``[bpf]``, ``[detect]``, ``[nccl]``, ``[tuning]``, ``[topology]``/``[congestion]``/``[scheduler]``/
-``[cluster]``). Sections live here, not in the features, because every layer reads the config.
+``[cluster]``, ``[kube]``). Sections live here, not in the features, because every layer reads the config.
 """
 
 from netd import public_face
@@ -17,5 +17,6 @@ __all__, __getattr__, __dir__ = public_face(
         "service": ("ClusterConfig", "CongestionConfig", "SchedulerConfig", "TopologyConfig"),
         "tuning": ("TuningConfig", "default_journal_dir"),
         "qos": ("QosConfig",),
+        "kube": ("KubeConfig",),
     },
 )

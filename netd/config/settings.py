@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from netd.config.bpf import BpfConfig
 from netd.config.detect import DetectConfig
+from netd.config.kube import KubeConfig
 from netd.config.nccl import NcclConfig
 from netd.config.qos import QosConfig
 from netd.config.service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
@@ -103,6 +104,7 @@ class Config(_Section):
     nccl: NcclConfig = NcclConfig()  # NCCL tuner plugin socket, pins and hints (docs/nccl.md)
     tuning: TuningConfig = TuningConfig()  # DCQCN tuner and parameter applier (docs/tuning.md)
     qos: QosConfig = QosConfig()  # the QoS audit: what each port applies, drift across hosts (docs/qos.md)
+    kube: KubeConfig = KubeConfig()  # labels, HyperNodes, taints for schedulers (docs/deploy.md)
 
     @field_validator("listen")
     @classmethod

@@ -1,0 +1,180 @@
+"""`make install` into a temporary DESTDIR, then the installed tree as an operator's host would hold
+it: FHS places, the package importable from its private directory, units that `systemd-analyze
+verify` accepts, configuration never overwritten, a loadable NCCL plugin."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from netd import __version__
+
+pytestmark = pytest.mark.slow  # builds a wheel and the plugin
+
+REPO = Path(__file__).resolve().parents[2]
+MULTIARCH = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+
+
+def _install(destdir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(REPO),
+            "install",
+            f"DESTDIR={destdir}",
+            f"INSTALL_PY={sys.executable}",
+            "PIP_INSTALL_ARGS=--no-deps --no-index",  # the test venv already has the dependencies
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+@pytest.fixture(scope="module")
+def destdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("destdir")
+    done = _install(root)
+    assert done.returncode == 0, done.stderr
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_files_land_in_their_fhs_places(destdir: Path):
+    expected = {
+        "usr/bin/netd": 0o755,
+        "usr/lib/systemd/system/netd.service": 0o644,
+        "usr/lib/systemd/system/netd-fabric.service": 0o644,
+        "usr/share/netd/systemd/tuning.conf": 0o644,
+        "etc/netd/netd.toml": 0o644,
+        "etc/netd/fabric.toml": 0o644,
+        f"usr/lib/{MULTIARCH}/libnccl-tuner-netd.so": 0o755,
+        "usr/share/doc/netd/deploy.md": 0o644,
+        "usr/share/netd/dashboards/rules/netd-alerts.rules.yml": 0o644,
+        "usr/lib/netd/python/netd/__init__.py": None,
+        "usr/lib/netd/python/cc/__init__.py": None,
+    }
+    for rel, mode in expected.items():
+        path = destdir / rel
+        assert path.is_file(), rel
+        if mode is not None:
+            assert path.stat().st_mode & 0o777 == mode, rel
+    assert not (destdir / "usr/local").exists()  # a package's files, not a local admin's
+
+
+def test_the_installed_package_runs_from_its_own_directory(destdir: Path, tmp_path: Path):
+    pydir = destdir / "usr/lib/netd/python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(pydir)}
+    code = "import netd, cc; print(netd.__file__); print(cc.__file__)"
+    where = subprocess.run(
+        [sys.executable, "-P", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert all(line.startswith(str(pydir)) for line in where.stdout.split())
+    version = subprocess.run(
+        [sys.executable, "-P", "-m", "netd", "--version"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert version.returncode == 0 and version.stdout.strip() == f"netd {__version__}"
+
+
+def test_the_wrapper_points_at_the_fhs_directory(destdir: Path):
+    text = (destdir / "usr/bin/netd").read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert 'PYTHONPATH="/usr/lib/netd/python' in text  # the installed path, never DESTDIR
+    assert "exec /usr/bin/python3 -P -m netd" in text
+    assert str(destdir) not in text
+
+
+def _verify(root: Path, *units: str) -> subprocess.CompletedProcess[str]:
+    """systemd-analyze verify with ``root`` as the file system: it resolves ExecStart= there and
+    needs the host's own targets (sysinit.target, ...) beside the units."""
+    for unit in Path("/usr/lib/systemd/system").iterdir():
+        target = root / "usr/lib/systemd/system" / unit.name
+        if not target.exists() and not unit.is_dir():
+            shutil.copy(unit, target, follow_symlinks=False)
+    (root / "bin").mkdir(exist_ok=True)
+    if not (root / "bin/kill").exists():
+        shutil.copy("/bin/kill", root / "bin/kill")
+    return subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", f"--root={root}", *units],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (Debian systemd)")
+def test_units_verify_clean(destdir: Path):
+    dropins = destdir / "etc/systemd/system/netd.service.d"
+    dropins.mkdir(parents=True, exist_ok=True)
+    shutil.copy(destdir / "usr/share/netd/systemd/tuning.conf", dropins / "tuning.conf")
+    done = _verify(destdir, "netd.service", "netd-fabric.service")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout + done.stderr == ""  # not even a warning
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (Debian systemd)")
+def test_verify_catches_a_broken_unit(destdir: Path, tmp_path: Path):
+    root = tmp_path / "root"
+    shutil.copytree(destdir, root, symlinks=True)
+    unit = root / "usr/lib/systemd/system/netd.service"
+    unit.write_text(unit.read_text().replace("ProtectSystem=strict", "ProtectSystem=stric"))
+    done = _verify(root, "netd.service")
+    assert "Failed to parse protect system value" in done.stdout + done.stderr
+
+
+CAPABILITY_H = Path("/usr/include/linux/capability.h")
+
+
+@pytest.mark.skipif(not CAPABILITY_H.exists(), reason="needs the kernel's uapi headers (linux-libc-dev)")
+@pytest.mark.parametrize("unit", ["netd.service", "netd-fabric.service", "tuning.conf"])
+def test_every_capability_exists_and_is_justified(unit: str):
+    """systemd ignores an unknown capability name without a word, so the names are checked against
+    the kernel's header; each granted one must carry its reason in a comment of the same file."""
+    known = set(re.findall(r"#define (CAP_[A-Z_]+)\s+\d+", CAPABILITY_H.read_text()))
+    text = (REPO / "deploy/systemd" / unit).read_text()
+    granted: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith(("CapabilityBoundingSet=", "AmbientCapabilities=")):
+            granted |= set(line.split("=", 1)[1].split())
+    assert granted <= known, granted - known
+    comments = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    for cap in granted:
+        assert re.search(rf"^# {cap}\s+\S", comments, re.MULTILINE), f"{cap} has no reason in {unit}"
+    bounding = [line for line in text.splitlines() if line.startswith("CapabilityBoundingSet=")]
+    ambient = [line for line in text.splitlines() if line.startswith("AmbientCapabilities=")]
+    assert [b.split("=")[1] for b in bounding] == [a.split("=")[1] for a in ambient]
+
+
+def test_reinstall_keeps_the_operators_configuration(destdir: Path):
+    conf = destdir / "etc/netd/netd.toml"
+    conf.write_text('listen = "0.0.0.0:9469"\n')
+    done = _install(destdir)
+    assert done.returncode == 0, done.stderr
+    assert conf.read_text() == 'listen = "0.0.0.0:9469"\n'
+
+
+def test_default_configuration_loads(destdir: Path):
+    from netd.config.settings import load_config
+
+    run = load_config(destdir / "etc/netd/netd.toml", environ={})
+    fabric = load_config(destdir / "etc/netd/fabric.toml", environ={})
+    assert run.listen_address()[1] != fabric.listen_address()[1]  # both services fit on one host
+
+
+def test_the_plugin_loads_as_nccl_would(destdir: Path):
+    lib = ctypes.CDLL(str(destdir / f"usr/lib/{MULTIARCH}/libnccl-tuner-netd.so"))
+    assert any(hasattr(lib, f"ncclTunerPlugin_v{v}") for v in range(2, 6))
