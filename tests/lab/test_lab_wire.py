@@ -1,0 +1,146 @@
+"""The lab's packets as a real NIC (and Wireshark) would judge them, from captures decoded independently
+(netd.lab.wire): an incast runs while the receiver's and one sender's interfaces are captured, and
+netd's eBPF RoCE probe watches the receiver's veth.
+
+* every RoCEv2 frame carries a valid ICRC; every CNP has BECN set and goes to a QP of a flow the
+  destination host really sends to the receiver;
+* CNPs to one QP leave no closer than the notification point's interval;
+* a sender never puts more on its link than its line rate allows beyond the shaper's small bucket,
+  also at flow start (the burst that the old 5 ms credit allowed was ~66 KB);
+* the probe's PSN gaps equal the gaps in the capture of the same interface (none on a lossless run).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from netd.lab.capture import Capture, Captured
+from netd.lab.layout import LabLayout
+from netd.lab.manage import down, up
+from netd.lab.params import lab_params
+from netd.lab.runner import RunResult, run_scenario
+from netd.lab.scenarios import incast
+from netd.lab.state import LabState
+from netd.lab.wire import OP_CNP, cnp_min_spacing_s, max_burst_over_rate_bytes, psn_gaps
+from netd.model.bpf import BpfSample
+
+
+def _bcc() -> bool:
+    try:
+        import bcc  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.lab,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root"),
+    pytest.mark.skipif(not _bcc(), reason="the lab's data plane needs bcc"),
+    pytest.mark.skipif(
+        not all(shutil.which(t) for t in ("ip", "tc", "gcc", "lldpd", "ethtool")),
+        reason="needs iproute2, gcc, lldpd, ethtool",
+    ),
+]
+
+RECEIVER, SENDER = 0, 1
+BUCKET_BYTES = 2500  # LINK_BUCKET_BYTES in netd/lab/csrc/lab_host.c
+
+
+class Run:
+    def __init__(
+        self,
+        state: LabState,
+        result: RunResult,
+        caps: dict[int, Captured],
+        before: BpfSample,
+        after: BpfSample,
+    ) -> None:
+        self.state, self.result, self.caps, self.before, self.after = state, result, caps, before, after
+
+    def probe_gaps(self, direction: str) -> int:
+        key = (direction, "psn_gap")
+        return self.after.roce_events.get(key, 0) - self.before.roce_events.get(key, 0)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    from netd.sources.bpf import BpfSettings
+    from netd.sources.bpf_bcc import BccBpfSource
+
+    root = tmp_path_factory.mktemp("labwire")
+    name = f"w{secrets.token_hex(3)}"
+    source = None
+    try:
+        state, _ = up(root, LabLayout(name))
+        layout = state.layout
+        source = BccBpfSource(
+            BpfSettings(
+                interfaces=(f"{layout.host_nodes[RECEIVER].netns}/eth0",),
+                pfc=False,
+                tcp_retransmits=False,
+                rdma_events=False,
+                flow_scan_interval_s=3600,
+                state_file=root / "bpf.json",
+            )
+        )
+        caps = {h: Capture(layout.host_nodes[h].netns, "eth0") for h in (RECEIVER, SENDER)}
+        before = source.read()
+        result = run_scenario(
+            root, name, incast(layout, senders=3, duration_s=3.0), lab_params(layout.link_mbps)
+        )
+        after = source.read()
+        yield Run(state, result, {h: c.stop() for h, c in caps.items()}, before, after)
+    finally:
+        if source is not None:
+            source.close()
+        down(root, name)
+
+
+def test_captures_are_complete(run: Run) -> None:
+    for host, cap in run.caps.items():
+        assert cap.dropped == 0 and len(cap.frames) > 1000, host
+
+
+def test_every_frame_has_a_valid_icrc(run: Run) -> None:
+    for host, cap in run.caps.items():
+        bad = [f for f in cap.frames if not f.icrc_ok]
+        assert not bad, (host, len(bad), bad[:3])
+
+
+def test_cnps_have_becn_and_go_to_the_senders_qps(run: Run) -> None:
+    layout = run.state.layout
+    qps = {(layout.host_address(f.src), qp) for f, qp in zip(run.result.flows, run.result.qpns, strict=True)}
+    sent = [f for f in run.caps[RECEIVER].frames if f.outgoing and f.opcode == OP_CNP]
+    received = [f for f in run.caps[SENDER].frames if not f.outgoing and f.opcode == OP_CNP]
+    assert sent and received
+    assert all(f.becn for f in sent + received)
+    assert {(f.dst, f.dest_qp) for f in sent} <= qps
+
+
+def test_cnps_respect_the_minimum_interval(run: Run) -> None:
+    spacing = cnp_min_spacing_s([f for f in run.caps[RECEIVER].frames if f.outgoing])
+    assert spacing is not None and spacing >= run.result.params.np_min_time_between_cnps / 1e6
+
+
+def test_line_rate_holds_from_the_first_byte(run: Run) -> None:
+    data = [(f.t, f.wire_bytes) for f in run.caps[SENDER].frames if f.outgoing and f.opcode != OP_CNP]
+    biggest = max(size for _, size in data)
+    # the bucket, one frame of it in flight, and a frame's worth of timestamp jitter at the tap
+    assert max_burst_over_rate_bytes(data, run.state.layout.link_mbps * 1e6) <= BUCKET_BYTES + 2 * biggest
+
+
+def test_probe_psn_gaps_match_the_wire(run: Run) -> None:
+    if not run.after.probe("roce").attached:  # type: ignore[union-attr]
+        pytest.skip("netd's RoCE probe did not attach here")
+    frames = run.caps[RECEIVER].frames
+    assert run.probe_gaps("ingress") == psn_gaps([f for f in frames if not f.outgoing])
+    assert run.probe_gaps("egress") == psn_gaps([f for f in frames if f.outgoing])
+    assert run.probe_gaps("ingress") == 0  # PFC kept the run lossless
