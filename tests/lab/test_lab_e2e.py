@@ -128,6 +128,12 @@ def test_incast_dcqcn_ground_truth_and_netd_agree(lab: tuple[Path, LabState]) ->
         m["rate_errors"]
     )
     assert all(e is not None and e <= 0.05 for e in m["rate_errors"].values()), m["rate_errors"]
+    # the wire, from captures decoded independently: valid ICRCs, BECN on CNPs, the NP's interval kept,
+    # and netd's PSN gaps (where its probe loads) equal to the capture's
+    w = m["wire"]
+    assert (w["icrc_valid_fraction"], w["becn_fraction"]) == (1.0, 1.0)
+    assert w["cnp_min_interval_ms"] >= lab_params().np_min_time_between_cnps / 1e3
+    assert w["psn_gaps_false"] == (0 if m["probes"] else None)
 
 
 def test_storm_pauses_spread_and_recover(lab: tuple[Path, LabState]) -> None:

@@ -133,8 +133,9 @@ def test_cnps_respect_the_minimum_interval(run: Run) -> None:
 def test_line_rate_holds_from_the_first_byte(run: Run) -> None:
     data = [(f.t, f.wire_bytes) for f in run.caps[SENDER].frames if f.outgoing and f.opcode != OP_CNP]
     biggest = max(size for _, size in data)
-    # the bucket, one frame of it in flight, and a frame's worth of timestamp jitter at the tap
-    assert max_burst_over_rate_bytes(data, run.state.layout.link_mbps * 1e6) <= BUCKET_BYTES + 2 * biggest
+    # the bucket, the frame that spends it, and slack for the tap's timestamps, which lag each
+    # departure by a varying delay (hundreds of microseconds on a loaded machine: a few frames)
+    assert max_burst_over_rate_bytes(data, run.state.layout.link_mbps * 1e6) <= BUCKET_BYTES + 4 * biggest
 
 
 def test_probe_psn_gaps_match_the_wire(run: Run) -> None:
