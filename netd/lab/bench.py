@@ -84,8 +84,11 @@ class NetdProbe:
         out: dict[str, float] = {"t": snap.monotonic}
         for port in snap.ports:
             for c in port.counters.values():
-                if c.name in ("ecn_marked", "cnp_sent", "cnp_handled"):
+                if c.name in ("ecn_marked", "cnp_sent", "cnp_handled", "cnp_ignored"):
                     out[c.name] = out.get(c.name, 0) + c.value
+        # every CNP that arrives is handled or ignored (one for a QP that no longer sends, e.g. in
+        # flight when the scenario stopped its flows): together they are the arrivals the tap counts
+        out["cnp_received"] = out.get("cnp_handled", 0) + out.get("cnp_ignored", 0)
         bpf = snap.bpf
         if self.probes and bpf is not None:
             out["probe_ce_rx"] = sum(
@@ -196,7 +199,7 @@ def measure_incast(
     compare("ecn_marked", "ecn_marked", "ce_rx", receiver)
     compare("cnp_sent", "cnp_sent", "cnp_tx", receiver)
     for h in hosts:
-        compare(f"cnp_handled_h{h}", "cnp_handled", f"cnp_rx_h{h}", h)
+        compare(f"cnp_received_h{h}", "cnp_received", f"cnp_rx_h{h}", h)
     wire = wire_report(captured, receiver, layout.link_mbps * 1e6)
     if netd[receiver].probes:
         compare("probe_ce", "probe_ce_rx", "ce_rx", receiver)
