@@ -174,7 +174,8 @@ def measure_incast(
 
     caps: dict[int, Capture] = {}
     try:
-        caps = {h: Capture(layout.host_nodes[h].netns, "eth0") for h in (receiver, hosts[0])}
+        for h in (receiver, hosts[0]):
+            caps[h] = Capture(layout.host_nodes[h].netns, "eth0")
         ta, na = _mark(client, netd, layout, receiver, hosts)
         result = run_scenario(root, name, scenario, lab_params(layout.link_mbps), on_sample=on_sample)
         time.sleep(DRAIN_S)
@@ -182,8 +183,8 @@ def measure_incast(
         captured = {h: c.stop() for h, c in caps.items()}
         caps = {}
     finally:
-        for c in caps.values():
-            c.stop()
+        for c in caps.values():  # only after a failure: the run's captures were stopped above
+            c.kill()
         client.close()
         for p in netd.values():
             p.close()

@@ -58,6 +58,11 @@ class Capture:
             err = self._proc.communicate()[1]
             raise LabError(f"capture on {netns}/{ifname} did not start: {err.strip() or ready.strip()}")
 
+    def kill(self) -> None:
+        """End the capture and discard it (cleanup after a failure)."""
+        self._proc.kill()
+        self._proc.communicate()
+
     def stop(self) -> Captured:
         self._proc.send_signal(signal.SIGTERM)
         out, err = self._proc.communicate(timeout=60)
@@ -75,6 +80,7 @@ def _capture(netns: str, ifname: str) -> int:
     sock.bind((ifname, 0))
     stop = os.pipe()  # SIGTERM writes here, so the select below wakes up at once
     signal.signal(signal.SIGTERM, lambda *_: os.write(stop[1], b"x"))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C of the caller's terminal: the caller stops us
     print("capturing", flush=True)
     frames: list[RoceFrame] = []
     anc = socket.CMSG_SPACE(16)

@@ -78,6 +78,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     root = tmp_path_factory.mktemp("labwire")
     name = f"w{secrets.token_hex(3)}"
     source = None
+    caps: dict[int, Capture] = {}
     try:
         state, _ = up(root, LabLayout(name))
         layout = state.layout
@@ -91,14 +92,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
                 state_file=root / "bpf.json",
             )
         )
-        caps = {h: Capture(layout.host_nodes[h].netns, "eth0") for h in (RECEIVER, SENDER)}
+        for h in (RECEIVER, SENDER):
+            caps[h] = Capture(layout.host_nodes[h].netns, "eth0")
         before = source.read()
         result = run_scenario(
             root, name, incast(layout, senders=3, duration_s=3.0), lab_params(layout.link_mbps)
         )
         after = source.read()
-        yield Run(state, result, {h: c.stop() for h, c in caps.items()}, before, after)
+        captured = {h: caps.pop(h).stop() for h in (RECEIVER, SENDER)}
+        yield Run(state, result, captured, before, after)
     finally:
+        for c in caps.values():  # after a failure only
+            c.kill()
         if source is not None:
             source.close()
         down(root, name)
