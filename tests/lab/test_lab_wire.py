@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +30,9 @@ from netd.lab.scenarios import incast
 from netd.lab.state import LabState
 from netd.lab.wire import OP_CNP, cnp_min_spacing_s, max_burst_over_rate_bytes, psn_gaps
 from netd.model.bpf import BpfSample
+from netd.sources.bpf import BpfSettings
+from netd.sources.bpf_bcc import BccBpfSource
+from netd.sources.bpf_tc import Interface, TcAttacher
 
 
 def _bcc() -> bool:
@@ -62,19 +67,22 @@ class Run:
         caps: dict[int, Captured],
         before: BpfSample,
         after: BpfSample,
+        root: Path,
+        source: BccBpfSource,
     ) -> None:
         self.state, self.result, self.caps, self.before, self.after = state, result, caps, before, after
+        self.root, self.source = root, source
 
     def probe_gaps(self, direction: str) -> int:
-        key = (direction, "psn_gap")
-        return self.after.roce_events.get(key, 0) - self.before.roce_events.get(key, 0)
+        return _delta(self.before, self.after, (direction, "psn_gap"))
+
+
+def _delta(before: BpfSample, after: BpfSample, key: tuple[str, str]) -> int:
+    return after.roce_events.get(key, 0) - before.roce_events.get(key, 0)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    from netd.sources.bpf import BpfSettings
-    from netd.sources.bpf_bcc import BccBpfSource
-
     root = tmp_path_factory.mktemp("labwire")
     name = f"w{secrets.token_hex(3)}"
     source = None
@@ -100,7 +108,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         )
         after = source.read()
         captured = {h: caps.pop(h).stop() for h in (RECEIVER, SENDER)}
-        yield Run(state, result, captured, before, after)
+        yield Run(state, result, captured, before, after, root, source)
     finally:
         for c in caps.values():  # after a failure only
             c.kill()
@@ -150,3 +158,57 @@ def test_probe_psn_gaps_match_the_wire(run: Run) -> None:
     assert run.probe_gaps("ingress") == psn_gaps([f for f in frames if not f.outgoing])
     assert run.probe_gaps("egress") == psn_gaps([f for f in frames if f.outgoing])
     assert run.probe_gaps("ingress") == 0  # PFC kept the run lossless
+
+
+# Fault injection: a tc program on the receiver's ingress, before netd's probe (tc priority 100 <
+# 0x4e44), drops each listed (source address, PSN) once; the retransmission after the NAK passes.
+DROP_ONCE = r"""
+#include <uapi/linux/bpf.h>
+#include <uapi/linux/pkt_cls.h>
+BPF_HASH(drops, u64, u8, 64);
+int drop_once(struct __sk_buff *skb)
+{
+    u8 h[54]; /* Ethernet, IPv4 without options, UDP, BTH */
+    if (bpf_skb_load_bytes(skb, 0, h, sizeof(h)) < 0 || h[12] != 0x08 || h[13] != 0 || h[14] != 0x45 ||
+        h[23] != 17 || h[36] != 0x12 || h[37] != 0xb7)
+        return TC_ACT_UNSPEC;
+    u64 key = (u64)h[26] << 48 | (u64)h[27] << 40 | (u64)h[28] << 32 | (u64)h[29] << 24 | h[51] << 16 |
+              h[52] << 8 | h[53];
+    if (!drops.lookup(&key))
+        return TC_ACT_UNSPEC;
+    drops.delete(&key);
+    return TC_ACT_SHOT;
+}
+"""
+DROPPED_PSNS = (300, 1100, 1900)  # far apart: each go-back-N has ended before the next drop
+
+
+def test_probe_counts_exactly_the_packets_the_lab_drops(run: Run) -> None:
+    import ctypes
+
+    from bcc import BPF
+
+    if not run.after.probe("roce").attached:  # type: ignore[union-attr]
+        pytest.skip("netd's RoCE probe did not attach here")
+    layout = run.state.layout
+    src = int.from_bytes(socket.inet_aton(layout.host_address(SENDER)), "big")
+    dropper = BPF(text=DROP_ONCE.encode())
+    attacher = TcAttacher(run.root / "dropper.json")
+    try:
+        for psn in DROPPED_PSNS:
+            dropper[b"drops"][ctypes.c_uint64(src << 24 | psn)] = ctypes.c_uint8(1)
+        fd = dropper.load_func(b"drop_once", BPF.SCHED_CLS).fd
+        attacher.attach(Interface("eth0", layout.host_nodes[RECEIVER].netns), "ingress", fd, "drop_once", 100)
+        before = run.source.read()
+        run_scenario(
+            run.root, run.state.name, incast(layout, senders=3, duration_s=2.0), lab_params(layout.link_mbps)
+        )
+        after = run.source.read()
+        left = len(dropper[b"drops"])
+    finally:
+        attacher.detach_all()
+        dropper.cleanup()
+    assert left == 0, "a listed PSN was never sent"
+    gaps, missing = (_delta(before, after, ("ingress", k)) for k in ("psn_gap", "psn_missing"))
+    assert (gaps, missing) == (len(DROPPED_PSNS), len(DROPPED_PSNS))
+    assert _delta(before, after, ("ingress", "psn_rewind")) >= len(DROPPED_PSNS)  # each go-back-N
