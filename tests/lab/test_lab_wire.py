@@ -1,6 +1,8 @@
 """The lab's packets as a real NIC (and Wireshark) would judge them, from captures decoded independently
-(netd.lab.wire): an incast runs while the receiver's and one sender's interfaces are captured, and
-netd's eBPF RoCE probe watches the receiver's veth.
+(netd.lab.wire): a 6-sender incast (two flows from the captured sender, which both start at line
+rate) runs while the receiver's and one sender's interfaces are captured, and netd's eBPF RoCE probe
+watches the receiver's veth. Against the host agent as it was before issue 19, the ICRC, BECN, CNP
+interval and line-rate tests fail.
 
 * every RoCEv2 frame carries a valid ICRC; every CNP has BECN set and goes to a QP of a flow the
   destination host really sends to the receiver;
@@ -104,7 +106,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             caps[h] = Capture(layout.host_nodes[h].netns, "eth0")
         before = source.read()
         result = run_scenario(
-            root, name, incast(layout, senders=3, duration_s=3.0), lab_params(layout.link_mbps)
+            root, name, incast(layout, senders=6, duration_s=3.0), lab_params(layout.link_mbps)
         )
         after = source.read()
         captured = {h: caps.pop(h).stop() for h in (RECEIVER, SENDER)}
