@@ -55,7 +55,7 @@ BPF_PERCPU_ARRAY(netd_roce_events, u64, NETD_ROCE_EVENT_SLOTS);
 #if NETD_FLOWS
 BPF_PERCPU_ARRAY(netd_flow_cache, struct netd_flow_slot, NETD_FLOW_CACHE_SLOTS);
 BPF_TABLE("lru_hash", struct netd_flow_key, struct netd_flow_val, netd_roce_flows, NETD_FLOW_TABLE_SIZE);
-/* One u64 per slot, shared by every CPU: (flow tag << 32) | next expected PSN (see psn_track). */
+/* One u64 per slot, shared by every CPU: (flow tag << 32) | next expected PSN (see flow_update). */
 BPF_TABLE("array", u32, u64, netd_psn_state, NETD_PSN_SLOTS);
 #endif
 
@@ -352,7 +352,8 @@ static __always_inline void flow_update(u32 dir, struct roce_pkt *p, u32 qp, u8 
     u64 tag = ((u64)((u32)h | 1u)) << 32; /* low hash bits (the cache slot's) tell flows apart here */
     /* One atomic exchange: every CPU's packets of a flow are ordered by it, so the PSN each packet is
      * compared with is exactly the one after the previous packet the hook saw, whichever CPU saw it
-     * (docs/ebpf.md, "PSN tracking"). A slot held by another flow (tag differs) resynchronises. */
+     * (docs/ebpf.md, "PSN tracking on many CPUs"). A slot held by another flow (tag differs)
+     * resynchronises. */
     u64 old = __sync_lock_test_and_set(state, tag | next);
     u32 expected = (u32)old;
     if ((old & 0xffffffff00000000ull) != tag || expected == NETD_PSN_UNKNOWN)
