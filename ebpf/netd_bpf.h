@@ -65,7 +65,8 @@ struct netd_flow_key {
     __u8 pad[2];
 };
 
-#define NETD_PSN_UNKNOWN 0xffffffffu /* next_psn before the first request, and after an RDMA READ */
+/* The next expected PSN before a flow's first request, and after an RDMA READ (netd_psn_state). */
+#define NETD_PSN_UNKNOWN 0xffffffffu
 struct netd_flow_val {
     __u64 packets;
     __u64 bytes;
@@ -80,10 +81,9 @@ struct netd_flow_val {
     __u64 psn_rewinds;
     __u64 first_jiffies; /* bpf_jiffies64(): user space converts with the kernel's HZ */
     __u64 last_jiffies;
-    __u32 next_psn; /* NETD_PSN_UNKNOWN when not tracked */
-    __u8 dscp;      /* of the last packet */
-    __u8 opcode;    /* BTH opcode of the last packet */
-    __u8 pad[2];
+    __u8 dscp;   /* of the last packet */
+    __u8 opcode; /* BTH opcode of the last packet */
+    __u8 pad[6]; /* (the PSN state is not here: it lives in netd_psn_state, shared by all CPUs) */
 };
 
 struct netd_flow_slot {

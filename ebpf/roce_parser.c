@@ -8,13 +8,15 @@
  *   netd_roce_events  CNPs, ACK/NAK syndromes, PSN gaps, rejects, flows  per-CPU array
  *   netd_flow_cache   per (source GID, destination GID, DestQP, direction) per-CPU direct-mapped
  *   netd_roce_flows   ... and the LRU hash that slots are written back to  (see netd_bpf.h)
+ *   netd_psn_state    each flow's next expected PSN, shared by all CPUs    array, atomic exchange
  * A UDP/4791 packet is counted as RoCE only when every header is inside the frame and consistent
  * (IPv4 checksum, IP/UDP lengths, not a fragment, BTH version 0, an opcode some transport defines,
  * long enough for that opcode's extension headers); otherwise it is counted as rejected, by reason.
  * The ICRC is not verified (a CRC-32 over the packet costs more than the whole parser).
  *
  * Configuration (-D): NETD_ROCE_PORT (4791), NETD_FLOW_TABLE_SIZE (16384), NETD_FLOW_CACHE_SLOTS
- * (1024 per CPU), NETD_FLOWS (1: keep flows; 0: aggregates only).
+ * (1024 per CPU), NETD_PSN_SLOTS (16384, a power of two), NETD_FLOWS (1: keep flows; 0: aggregates
+ * only).
  * The programs return TC_ACT_UNSPEC: they observe, and the next filter (or the default) decides.
  */
 #include <uapi/linux/bpf.h>
@@ -36,6 +38,9 @@
 #ifndef NETD_FLOW_CACHE_SLOTS
 #define NETD_FLOW_CACHE_SLOTS 1024 /* per CPU; a power of two */
 #endif
+#ifndef NETD_PSN_SLOTS
+#define NETD_PSN_SLOTS 16384 /* a power of two */
+#endif
 #ifndef NETD_FLOWS
 #define NETD_FLOWS 1
 #endif
@@ -50,6 +55,8 @@ BPF_PERCPU_ARRAY(netd_roce_events, u64, NETD_ROCE_EVENT_SLOTS);
 #if NETD_FLOWS
 BPF_PERCPU_ARRAY(netd_flow_cache, struct netd_flow_slot, NETD_FLOW_CACHE_SLOTS);
 BPF_TABLE("lru_hash", struct netd_flow_key, struct netd_flow_val, netd_roce_flows, NETD_FLOW_TABLE_SIZE);
+/* One u64 per slot, shared by every CPU: (flow tag << 32) | next expected PSN (see flow_update). */
+BPF_TABLE("array", u32, u64, netd_psn_state, NETD_PSN_SLOTS);
 #endif
 
 struct vlan_tag {
@@ -271,12 +278,12 @@ static __always_inline void flow_writeback(u32 dir, struct netd_flow_slot *e)
     }
 }
 
-static __always_inline u32 flow_hash(struct netd_flow_key *k)
+static __always_inline u64 flow_hash(struct netd_flow_key *k)
 {
     u64 *w = (u64 *)k; /* 5 words: src, dst, then QP, direction, used */
     u64 h = (w[0] ^ w[1]) * 0x9e3779b97f4a7c15ull ^ (w[2] ^ w[3]) * 0xc2b2ae3d27d4eb4full ^
             w[4] * 0x165667b19e3779f9ull;
-    return (u32)(h >> 32 ^ h) & (NETD_FLOW_CACHE_SLOTS - 1);
+    return h ^ (h >> 29);
 }
 
 static __always_inline int key_equal(struct netd_flow_key *a, struct netd_flow_key *b)
@@ -295,7 +302,8 @@ static __always_inline void flow_update(u32 dir, struct roce_pkt *p, u32 qp, u8 
     key->dest_qp = qp;
     key->dir = dir;
     key->used = 1;
-    u32 idx = flow_hash(key);
+    u64 h = flow_hash(key);
+    u32 idx = (u32)h & (NETD_FLOW_CACHE_SLOTS - 1);
     struct netd_flow_slot *e = netd_flow_cache.lookup(&idx);
     if (!e)
         return;
@@ -307,7 +315,6 @@ static __always_inline void flow_update(u32 dir, struct roce_pkt *p, u32 qp, u8 
         __builtin_memcpy(&e->key, key, sizeof(*key));
         __builtin_memset(f, 0, sizeof(*f));
         f->first_jiffies = now;
-        f->next_psn = NETD_PSN_UNKNOWN;
     }
     f->packets += 1;
     f->bytes += len;
@@ -336,21 +343,31 @@ static __always_inline void flow_update(u32 dir, struct roce_pkt *p, u32 qp, u8 
     /* PSN continuity of requests on connected transports (UD interleaves destinations). */
     if ((transport != 0x00 && transport != 0x20 && transport != 0xa0) || ((1u << low) & RESPONSE_OPS))
         return;
-    u32 expected = f->next_psn;
-    if (expected != NETD_PSN_UNKNOWN) {
-        u32 delta = (psn - expected) & 0xffffff;
-        if (delta && delta < 0x800000) {
-            f->psn_gaps += 1;
-            f->psn_missing += delta;
-            count_event(dir, NETD_EV_PSN_GAP);
-            count_event_n(dir, NETD_EV_PSN_MISSING, delta);
-        } else if (delta) {
-            f->psn_rewinds += 1;
-            count_event(dir, NETD_EV_PSN_REWIND);
-        }
-    }
+    u32 pidx = (u32)(h >> 32) & (NETD_PSN_SLOTS - 1);
+    u64 *state = netd_psn_state.lookup(&pidx);
+    if (!state)
+        return;
     /* An RDMA READ request consumes one PSN per response packet, a number only the MTU decides. */
-    f->next_psn = low == 0x0c ? NETD_PSN_UNKNOWN : ((psn + 1) & 0xffffff);
+    u32 next = low == 0x0c ? NETD_PSN_UNKNOWN : ((psn + 1) & 0xffffff);
+    u64 tag = ((u64)((u32)h | 1u)) << 32; /* low hash bits (the cache slot's) tell flows apart here */
+    /* One atomic exchange: every CPU's packets of a flow are ordered by it, so the PSN each packet is
+     * compared with is exactly the one after the previous packet the hook saw, whichever CPU saw it
+     * (docs/ebpf.md, "PSN tracking on many CPUs"). A slot held by another flow (tag differs)
+     * resynchronises. */
+    u64 old = __sync_lock_test_and_set(state, tag | next);
+    u32 expected = (u32)old;
+    if ((old & 0xffffffff00000000ull) != tag || expected == NETD_PSN_UNKNOWN)
+        return;
+    u32 delta = (psn - expected) & 0xffffff;
+    if (delta && delta < 0x800000) {
+        f->psn_gaps += 1;
+        f->psn_missing += delta;
+        count_event(dir, NETD_EV_PSN_GAP);
+        count_event_n(dir, NETD_EV_PSN_MISSING, delta);
+    } else if (delta) {
+        f->psn_rewinds += 1;
+        count_event(dir, NETD_EV_PSN_REWIND);
+    }
 }
 #endif
 

@@ -18,7 +18,7 @@ from netd.errors import LabError
 __all__ = ["CSRC", "agent_binary"]
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-_SOURCES = ("lab_host.c", "lab_shm.h")
+_SOURCES = ("lab_host.c", "lab_shm.h", "roce_icrc.h")
 
 
 def agent_binary(lab_root: Path) -> Path:

@@ -6,9 +6,17 @@ receiver's ToR (sent), CNPs arriving at each sender (handled). netd measures the
 way it does on a real host: its collector reads each lab host's sysfs-shaped tree
 (``<lab>/host<i>``, rendered from the host agents' counters) and its series layer turns counters into
 rates; where netd's eBPF probes (netd/sources/bpf*) can load, they run on the receiver's veth too and
-their CE and CNP counts are compared as well. Both sides are sampled at the same instants (the lab
-renders the trees on request just before each netd tick), every ``tick_s`` over the measurement
-window, and ``rate_error`` is the largest relative difference of the window's mean rates.
+their CE and CNP counts are compared as well. netd ticks every ``tick_s`` during the run (the lab
+renders the trees on request just before each tick), and both sides' counter totals are read once
+before the traffic starts and once after it has stopped and drained: ``rate_error`` is the largest
+relative difference of the two sides' totals over that same window (differences of totals, not of
+rates computed with each side's own clock, which measured their timing skew as error).
+
+The wire itself is checked from captures (netd.lab.capture, decoded by netd.lab.wire independently of
+the agents) on the receiver's interface and on the first sender's: the fraction of RoCEv2 frames with a
+valid ICRC, of CNPs with BECN, the smallest spacing of CNPs to one QP, the largest burst a sender put
+on its link above the line rate, and ``psn_gaps_false``: how far netd's PSN gap count (its eBPF probe on
+the receiver's veth) is from the gaps in the capture of the same interface.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from typing import Any
 
 from netd.config.settings import Config
 from netd.errors import LabError
+from netd.lab.capture import Capture, Captured
 from netd.lab.control import LabClient
 from netd.lab.layout import LabLayout
 from netd.lab.manage import down as lab_down
@@ -29,6 +38,7 @@ from netd.lab.runner import Sample, run_scenario
 from netd.lab.scenarios import incast
 from netd.lab.state import LabState, lab_dir
 from netd.lab.summary import summarize
+from netd.lab.wire import OP_CNP, cnp_min_spacing_s, max_burst_over_rate_bytes, psn_gaps
 
 __all__ = ["NetdProbe", "lab_bench", "measure_incast"]
 
@@ -50,7 +60,6 @@ class NetdProbe:
                 directions=("ingress", "egress"),
                 tcp_retransmits=False,
                 rdma_events=False,
-                flow_table_size=0,
                 state_file=state_dir / f"bench-bpf-h{host}.json",
             )
             if netns
@@ -75,18 +84,26 @@ class NetdProbe:
         out: dict[str, float] = {"t": snap.monotonic}
         for port in snap.ports:
             for c in port.counters.values():
-                if c.name in ("ecn_marked", "cnp_sent", "cnp_handled"):
+                if c.name in ("ecn_marked", "cnp_sent", "cnp_handled", "cnp_ignored"):
                     out[c.name] = out.get(c.name, 0) + c.value
+        # every CNP that arrives is handled or ignored (one for a QP that no longer sends, e.g. in
+        # flight when the scenario stopped its flows): together they are the arrivals the tap counts
+        out["cnp_received"] = out.get("cnp_handled", 0) + out.get("cnp_ignored", 0)
         bpf = snap.bpf
         if self.probes and bpf is not None:
             out["probe_ce_rx"] = sum(
                 c.packets for c in bpf.roce_classes if c.direction == "ingress" and c.ecn == 3
             )
             out["probe_cnp_tx"] = bpf.roce_events.get(("egress", "cnp"), 0)
+            out["probe_psn_gaps"] = sum(bpf.roce_events.get((d, "psn_gap"), 0) for d in ("ingress", "egress"))
         return out
 
     def close(self) -> None:
         self.collector.close()
+
+
+Mark = tuple[dict[str, float], dict[int, dict[str, float]]]  # (lab's taps, netd per host)
+DRAIN_S = 0.3  # after the flows stop: the last packets and CNPs arrive and are counted
 
 
 def _truth(stats: dict[str, Any], layout: LabLayout, receiver: int, senders: list[int]) -> dict[str, float]:
@@ -99,8 +116,34 @@ def _truth(stats: dict[str, Any], layout: LabLayout, receiver: int, senders: lis
     }
 
 
-def _rate(a: dict[str, float], b: dict[str, float], key: str) -> float:
-    return (b[key] - a[key]) / max(b["t"] - a["t"], 1e-9)
+def _mark(
+    client: LabClient, netd: dict[int, NetdProbe], layout: LabLayout, receiver: int, senders: list[int]
+) -> Mark:
+    client.request("publish")  # render the trees now: netd reads what the agents counted
+    readings = {h: p.read() for h, p in netd.items()}
+    return _truth(client.request("stats"), layout, receiver, senders), readings
+
+
+def wire_report(caps: dict[int, Captured], receiver: int, link_bps: float) -> dict[str, Any]:
+    """What the captures say about the lab's packets (docstring of this module)."""
+    frames = [f for c in caps.values() for f in c.frames]
+    cnps = [f for f in frames if f.opcode == OP_CNP]
+    sent = [
+        f for h, c in caps.items() if h != receiver for f in c.frames if f.outgoing and f.opcode != OP_CNP
+    ]
+    at_receiver = caps[receiver].frames
+    spacing = cnp_min_spacing_s([f for f in at_receiver if f.outgoing])
+    return {
+        "frames": len(frames),
+        "capture_dropped": sum(c.dropped for c in caps.values()),
+        "icrc_valid_fraction": round(sum(f.icrc_ok for f in frames) / len(frames), 6) if frames else None,
+        "becn_fraction": round(sum(f.becn for f in cnps) / len(cnps), 6) if cnps else None,
+        "cnp_min_interval_ms": round(spacing * 1e3, 3) if spacing is not None else None,
+        "max_burst_over_line_rate_kb": round(
+            max_burst_over_rate_bytes([(f.t, f.wire_bytes) for f in sent], link_bps) / 1e3, 2
+        ),
+        "wire_psn_gaps": psn_gaps(at_receiver),
+    }
 
 
 def measure_incast(
@@ -118,44 +161,60 @@ def measure_incast(
     receiver = scenario.flows[0].dst
     netd = {receiver: NetdProbe(directory, receiver, layout.host_nodes[receiver].netns if probes else None)}
     netd |= {h: NetdProbe(directory, h) for h in hosts}
-    marks: list[tuple[dict[str, float], dict[int, dict[str, float]]]] = []
     client = LabClient(directory)
     next_tick = [scenario.warmup_s]
+    ticks = [0]
 
     def on_sample(sample: Sample) -> None:
         if sample.t < next_tick[0]:
             return
         next_tick[0] += tick_s
-        client.request("publish")  # render the trees now: netd reads what the agents counted
-        readings = {h: p.read() for h, p in netd.items()}
-        marks.append((_truth(client.request("stats"), layout, receiver, hosts), readings))
+        _mark(client, netd, layout, receiver, hosts)  # netd runs its pipeline as on a real host
+        ticks[0] += 1
 
+    caps: dict[int, Capture] = {}
     try:
+        for h in (receiver, hosts[0]):
+            caps[h] = Capture(layout.host_nodes[h].netns, "eth0")
+        ta, na = _mark(client, netd, layout, receiver, hosts)
         result = run_scenario(root, name, scenario, lab_params(layout.link_mbps), on_sample=on_sample)
+        time.sleep(DRAIN_S)
+        tb, nb = _mark(client, netd, layout, receiver, hosts)
+        captured = {h: c.stop() for h, c in caps.items()}
+        caps = {}
     finally:
+        for c in caps.values():  # only after a failure: the run's captures were stopped above
+            c.kill()
         client.close()
         for p in netd.values():
             p.close()
-    if len(marks) < 2:
+    if ticks[0] < 2:
         raise LabError("the run was too short for two netd ticks; use a longer --duration")
-    (ta, na), (tb, nb) = marks[0], marks[-1]
     errors: dict[str, float | None] = {}
 
-    def compare(label: str, netd_rate: float, truth_rate: float) -> None:
-        errors[label] = round(abs(netd_rate - truth_rate) / truth_rate, 4) if truth_rate else None
+    def compare(label: str, key: str, truth_key: str, host: int) -> None:
+        """Relative difference of the two sides' totals over the same window."""
+        got, truth = nb[host][key] - na[host][key], tb[truth_key] - ta[truth_key]
+        errors[label] = round(abs(got - truth) / truth, 4) if truth else None
 
-    compare("ecn_marked", _rate(na[receiver], nb[receiver], "ecn_marked"), _rate(ta, tb, "ce_rx"))
-    compare("cnp_sent", _rate(na[receiver], nb[receiver], "cnp_sent"), _rate(ta, tb, "cnp_tx"))
+    compare("ecn_marked", "ecn_marked", "ce_rx", receiver)
+    compare("cnp_sent", "cnp_sent", "cnp_tx", receiver)
     for h in hosts:
-        compare(f"cnp_handled_h{h}", _rate(na[h], nb[h], "cnp_handled"), _rate(ta, tb, f"cnp_rx_h{h}"))
+        compare(f"cnp_received_h{h}", "cnp_received", f"cnp_rx_h{h}", h)
+    wire = wire_report(captured, receiver, layout.link_mbps * 1e6)
     if netd[receiver].probes:
-        compare("probe_ce", _rate(na[receiver], nb[receiver], "probe_ce_rx"), _rate(ta, tb, "ce_rx"))
-        compare("probe_cnp", _rate(na[receiver], nb[receiver], "probe_cnp_tx"), _rate(ta, tb, "cnp_tx"))
+        compare("probe_ce", "probe_ce_rx", "ce_rx", receiver)
+        compare("probe_cnp", "probe_cnp_tx", "cnp_tx", receiver)
+        probe_gaps = nb[receiver]["probe_psn_gaps"] - na[receiver]["probe_psn_gaps"]
+        wire["psn_gaps_false"] = int(abs(probe_gaps - wire["wire_psn_gaps"]))
+    else:
+        wire["psn_gaps_false"] = None
     return {
         "summary": summarize(result),
         "rate_errors": errors,
         "probes": netd[receiver].probes,
-        "ticks": len(marks),
+        "ticks": ticks[0],
+        "wire": wire,
     }
 
 
@@ -190,6 +249,17 @@ def lab_bench(
         },
         "rate_error": max(known) if known else None,
         "rate_errors": m["rate_errors"],
+        **{
+            k: m["wire"][k]
+            for k in (
+                "psn_gaps_false",
+                "icrc_valid_fraction",
+                "becn_fraction",
+                "max_burst_over_line_rate_kb",
+                "cnp_min_interval_ms",
+                "capture_dropped",
+            )
+        },
         "netd_probes": m["probes"],
         "netd_ticks": m["ticks"],
         "senders": senders,

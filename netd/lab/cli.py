@@ -89,7 +89,7 @@ def register(sub: Any, common_options: Any) -> None:
     run.set_defaults(handler=_run)
 
     bench = lab_sub.add_parser(
-        "bench", help="incast benchmark: utilisation, fairness, netd's rate error (JSON)"
+        "bench", help="incast benchmark: utilisation, fairness, netd's rate error, wire checks (JSON)"
     )
     common(bench)
     bench.add_argument("--senders", type=int, default=8, help="incast senders (default 8)")

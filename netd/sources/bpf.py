@@ -42,6 +42,12 @@ class BpfSettings:
     run_stats: bool = False
     state_file: Path | None = None  # crash-recovery record of tc attachments
 
+    @property
+    def psn_slots(self) -> int:
+        """Slots of the shared PSN state: a power of two, at least one per flow-table record (a flow
+        whose slot another flow takes resynchronises instead of reporting gaps)."""
+        return 1 << max(0, self.flow_table_size - 1).bit_length()
+
     def cflags(self) -> dict[str, tuple[str, ...]]:
         """The -D flags per C file (configuration never edits C source)."""
         return {
@@ -49,6 +55,7 @@ class BpfSettings:
                 f"-DNETD_ROCE_PORT={self.roce_port}",
                 f"-DNETD_FLOW_TABLE_SIZE={self.flow_table_size}",
                 f"-DNETD_FLOW_CACHE_SLOTS={self.flow_cache_slots}",
+                f"-DNETD_PSN_SLOTS={self.psn_slots}",
                 f"-DNETD_FLOWS={1 if self.flow_table_size else 0}",
             ),
             "pfc_counter.c": (f"-DNETD_PFC_SLOTS={PFC_SLOTS}",),

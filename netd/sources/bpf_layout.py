@@ -73,10 +73,9 @@ class FlowVal(ctypes.Structure):
         *((name, u64) for name in FLOW_COUNTERS),
         ("first_jiffies", u64),
         ("last_jiffies", u64),
-        ("next_psn", u32),
         ("dscp", u8),
         ("opcode", u8),
-        ("pad", u8 * 2),
+        ("pad", u8 * 6),
     ]
 
 
@@ -160,7 +159,13 @@ RDMA_CM_EVENT_NAMES = (
 
 # C file -> the maps it declares (bcc names; the kernel truncates names to 15 characters)
 MAPS: dict[str, tuple[str, ...]] = {
-    "roce_parser.c": ("netd_roce_class", "netd_roce_events", "netd_flow_cache", "netd_roce_flows"),
+    "roce_parser.c": (
+        "netd_roce_class",
+        "netd_roce_events",
+        "netd_flow_cache",
+        "netd_roce_flows",
+        "netd_psn_state",
+    ),
     "pfc_counter.c": ("netd_pfc_stats",),
     "tcp_retrans.c": ("netd_tcp_retrans", "netd_tcp_events"),
     "rdma_events.c": ("netd_rdma_cm", "netd_rdma_events"),

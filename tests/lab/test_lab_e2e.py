@@ -124,10 +124,17 @@ def test_incast_dcqcn_ground_truth_and_netd_agree(lab: tuple[Path, LabState]) ->
     assert s["hosts"]["h0"]["ecn_marked_rx"] == pytest.approx(bottleneck["marked"], rel=0.05)
     # netd (counters read through its sources and series; eBPF probes where they load) vs wire taps
     assert m["ticks"] >= 4
-    assert {"ecn_marked", "cnp_sent", "cnp_handled_h1", "cnp_handled_h2", "cnp_handled_h3"} <= set(
+    assert {"ecn_marked", "cnp_sent", "cnp_received_h1", "cnp_received_h2", "cnp_received_h3"} <= set(
         m["rate_errors"]
     )
-    assert all(e is not None and e <= 0.05 for e in m["rate_errors"].values()), m["rate_errors"]
+    # totals over one window that starts and ends with the fabric quiet: exact, nothing lost or invented
+    assert all(e == 0.0 for e in m["rate_errors"].values()), m["rate_errors"]
+    # the wire, from captures decoded independently: valid ICRCs, BECN on CNPs, the NP's interval kept,
+    # and netd's PSN gaps (where its probe loads) equal to the capture's
+    w = m["wire"]
+    assert (w["icrc_valid_fraction"], w["becn_fraction"]) == (1.0, 1.0)
+    assert w["cnp_min_interval_ms"] >= lab_params().np_min_time_between_cnps / 1e3
+    assert w["psn_gaps_false"] == (0 if m["probes"] else None)
 
 
 def test_storm_pauses_spread_and_recover(lab: tuple[Path, LabState]) -> None:
@@ -360,6 +367,7 @@ def test_netd_detectors_scores_and_scheduler_see_the_lab(
                 and tor1 in names
                 and items[0]["name"] == tor0
                 and items[0]["smoothed"] > items[1]["smoothed"]
+                and items[0]["level"] != "ok"  # (smoothed scores rise over ticks: wait for both)
                 else None
             )
 

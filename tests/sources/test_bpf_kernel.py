@@ -325,9 +325,9 @@ def test_crash_leftovers_are_replaced_and_run_stats(tmp_path: Path) -> None:
         sample = second.read()
         assert [(c.direction, c.packets) for c in sample.roce_classes] == [("ingress", 6)]
         assert sorted((f.dest_qp, f.packets, f.psn_rewinds) for f in sample.flows) == [
-            (0x99, 4, 2),
+            (0x99, 4, 3),
             (0x9A, 2, 1),
-        ]  # x re-enters the cache: PSN resyncs
+        ]  # x re-enters the cache and its PSN state (outside the cache) is kept: PSN 0 again, a rewind
         assert sample.roce_events[("ingress", "flow_writeback")] == 2
         assert sample.roce_events[("ingress", "flow_new")] == 2
         assert sample.run_stats

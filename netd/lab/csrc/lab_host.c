@@ -6,10 +6,15 @@
  * Requester: sends RoCEv2-framed UDP/4791 (BTH with QP and PSN, RDMA WRITE first/middle/last,
  * ECT(0), DSCP 26) for every active flow in the shared memory, each paced at its rate_bps (the
  * DCQCN rate the lab's Python reaction point computes) and all together at most at the link rate
- * (ctl.link_bps, the NIC's line rate); counts CNPs per QP; on a NAK (PSN sequence error) goes back
- * to the NAK's PSN (go-back-N, as RC does).
- * Responder: counts, checks PSNs, detects CE, returns CNPs (BTH opcode 0x81, DSCP 48) at most once
- * per np_interval_us per QP (the notification point), coalesced ACKs, one NAK per sequence error.
+ * (ctl.link_bps, the NIC's line rate: a token bucket of LINK_BUCKET_BYTES, so no burst beyond that
+ * at flow start or after idle); counts CNPs per QP; on a NAK (PSN sequence error) goes back to the
+ * NAK's PSN (go-back-N, as RC does).
+ * Responder: counts, checks PSNs, detects CE, returns CNPs (BTH opcode 0x81 with BECN set, DSCP 48,
+ * to the requester's QP) never closer than np_interval_us per QP on the wire (the notification point),
+ * coalesced ACKs, one NAK per sequence error.
+ * Every packet carries the real RoCEv2 ICRC (roce_icrc.h) over the IPv4 and UDP headers the kernel
+ * will write: the sockets are bound (known source port), set DF (so Linux writes IP ID 0 for an
+ * unconnected socket) and send a zero UDP checksum, as RoCE NICs do.
  * PFC: honours 802.1Qbb frames for priority 3 from its switch (data stops for the pause quanta);
  * when told it is stuck, stops draining its receive queue and sends XOFF frames (a PFC storm).
  * Everything it does is counted in the shared memory (lab_shm.h), which the lab renders as the
@@ -45,6 +50,7 @@
 #include <unistd.h>
 
 #include "lab_shm.h"
+#include "roce_icrc.h"
 
 #define ROCE_PORT 4791
 #define OP_WRITE_FIRST 0x06
@@ -52,7 +58,8 @@
 #define OP_WRITE_LAST 0x08
 #define OP_ACK 0x11
 #define OP_CNP 0x81
-#define MSG_PKTS 64 /* an RDMA WRITE message spans this many packets */
+#define BTH_BECN 0x40 /* BTH byte 4: FECN 0x80, BECN 0x40 */
+#define MSG_PKTS 64   /* an RDMA WRITE message spans this many packets */
 #define PSN_MASK 0xffffffu
 #define TOS_DATA 0x6a                    /* DSCP 26 (priority 3), ECT(0) */
 #define TOS_ACK 0x68                     /* DSCP 26, not ECN-capable */
@@ -61,6 +68,7 @@
 #define RETH_BYTES 16
 #define MAX_CREDIT_PKTS 4
 #define MAX_CREDIT_NS 5000000ull /* or 5 ms of sending, whichever is more */
+#define LINK_BUCKET_BYTES 2500   /* the line-rate shaper's bucket: about two frames of a 1 KiB MTU */
 #define RT_PRIORITY 10           /* below the lab daemon and the DCQCN controller (20) */
 #define NICE -10
 #define ACK_INTERVAL_NS 10000000ull /* ACK at least every 10 ms while data arrives */
@@ -73,7 +81,12 @@
 
 static volatile sig_atomic_t stop;
 static struct lab_shm *shm;
-static int rx_fd, tx_data, tx_ack, tx_cnp, pfc_fd, ifindex;
+struct tx_sock {
+    int fd;
+    uint8_t port[2]; /* the bound UDP source port, network byte order */
+};
+static int rx_fd, pfc_fd, ifindex;
+static struct tx_sock tx_data, tx_ack, tx_cnp;
 static uint8_t own_mac[6];
 static uint32_t own_ip;
 static uint64_t next_tx[LAB_MAX_FLOWS], link_next;
@@ -121,10 +134,28 @@ static void put_bth(uint8_t *b, uint8_t opcode, uint32_t qpn, uint32_t psn, int 
     memcpy(b + 8, &ap, 4);
 }
 
-static void send_to(int fd, uint32_t ip, const uint8_t *buf, size_t len)
+/* Fill in the last 4 bytes of the transport packet `buf` with its ICRC, computed over the IPv4 and UDP
+ * headers the kernel will put in front of it (IP ID 0 and DF: see open_sockets). */
+static void put_icrc(const struct tx_sock *s, uint32_t dst_ip, uint8_t *buf, size_t len)
+{
+    uint16_t ip_len = htons((uint16_t)(20 + 8 + len)), udp_len = htons((uint16_t)(8 + len));
+    uint16_t dport = htons(ROCE_PORT), df = htons(0x4000);
+    uint8_t ip[20] = {0x45, 0, 0, 0, 0, 0, 0, 0, 0, IPPROTO_UDP, 0, 0};
+    memcpy(ip + 2, &ip_len, 2);
+    memcpy(ip + 6, &df, 2);
+    memcpy(ip + 12, &own_ip, 4);
+    memcpy(ip + 16, &dst_ip, 4);
+    uint8_t udp[8] = {s->port[0], s->port[1], 0, 0, 0, 0, 0, 0};
+    memcpy(udp + 2, &dport, 2);
+    memcpy(udp + 4, &udp_len, 2);
+    roce_icrc_v4(ip, udp, buf, len - 4, buf + len - 4);
+}
+
+static void send_to(const struct tx_sock *s, uint32_t ip, uint8_t *buf, size_t len)
 {
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(ROCE_PORT), .sin_addr.s_addr = ip};
-    if (sendto(fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0) {
+    put_icrc(s, ip, buf, len);
+    if (sendto(s->fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) < 0) {
         shm->c.tx_errors++; /* a full socket buffer behaves like a busy NIC: not sent */
         return;
     }
@@ -137,14 +168,17 @@ static void send_ack(uint32_t ip, uint32_t qpn, uint32_t psn, uint8_t syndrome)
     uint8_t buf[12 + 4 + 4] = {0};
     put_bth(buf, OP_ACK, qpn, psn, 0);
     buf[12] = syndrome; /* AETH: syndrome, MSN (unused) */
-    send_to(tx_ack, ip, buf, sizeof(buf));
+    send_to(&tx_ack, ip, buf, sizeof(buf));
 }
 
+/* A CNP to the requester's QP `qpn` (in the lab a responder QP has its requester's number), BECN set
+ * as ConnectX sets it (the ICRC masks byte 4, so it does not change the CRC). */
 static void send_cnp(uint32_t ip, uint32_t qpn)
 {
     uint8_t buf[12 + 16 + 4] = {0};
     put_bth(buf, OP_CNP, qpn, 0, 0);
-    send_to(tx_cnp, ip, buf, sizeof(buf));
+    buf[4] |= BTH_BECN;
+    send_to(&tx_cnp, ip, buf, sizeof(buf));
     shm->c.cnp_sent++;
 }
 
@@ -163,7 +197,7 @@ static size_t data_frame(struct lab_flow *f, uint8_t *buf)
         memcpy(buf + len + 12, &dmalen, 4);
         len += RETH_BYTES;
     }
-    memset(buf + len, (uint8_t)psn, f->payload + 4); /* payload, then a (zero-effort) ICRC */
+    memset(buf + len, (uint8_t)psn, f->payload); /* payload; send_to fills in the ICRC after it */
     return len + f->payload + 4;
 }
 
@@ -235,8 +269,11 @@ static uint64_t run_flows(uint64_t now, uint64_t wake)
     if (!prepare_flows(now, &wake))
         return wake;
     uint64_t link = ld64(&shm->ctl.link_bps);
-    if (link_next + MAX_CREDIT_NS < now)
-        link_next = now - MAX_CREDIT_NS;
+    /* The line rate is a token bucket of LINK_BUCKET_BYTES from the first byte: the shaper banks no
+     * more than that while idle or waiting (flows' own credit above is capped by it too). */
+    uint64_t bucket = bits_ns(LINK_BUCKET_BYTES, link);
+    if (link_next + bucket < now)
+        link_next = now - bucket;
     for (;;) {
         int best = -1;
         for (int i = 0; i < LAB_MAX_FLOWS; i++)
@@ -254,7 +291,7 @@ static uint64_t run_flows(uint64_t now, uint64_t wake)
         struct lab_flow *f = &shm->flows[best];
         size_t len = data_frame(f, buf);
         uint64_t before = shm->c.tx_pkts;
-        send_to(tx_data, f->dst_ip, buf, len);
+        send_to(&tx_data, f->dst_ip, buf, len);
         uint64_t gap = bits_ns(HDR_BYTES + f->payload, ld64(&f->rate_bps));
         next_tx[best] += gap;
         if (shm->c.tx_pkts == before)
@@ -320,11 +357,14 @@ static void on_data(uint32_t src_ip, const uint8_t *p, size_t len, int ce, uint6
     if (ce) {
         shm->c.ecn_marked_rx++;
         q->ce_pkts++;
+        /* Fresh clock reads on both sides of the send: `now` is the loop's, possibly a preemption
+         * old, and a CNP stamped before it really left would let the next one leave too soon.
+         * sendto runs the egress path synchronously, so the stamp is after the CNP left. */
         uint64_t interval = (uint64_t)ld32(&shm->ctl.np_interval_us) * 1000ull;
-        if (!q->last_cnp_ns || now - q->last_cnp_ns >= interval) {
-            q->last_cnp_ns = now;
+        if (!q->last_cnp_ns || now_ns() - q->last_cnp_ns >= interval) {
             q->cnp_sent++;
             send_cnp(src_ip, qpn);
+            q->last_cnp_ns = now_ns();
         }
     }
     uint32_t ahead = (psn - (uint32_t)q->expected_psn) & PSN_MASK;
@@ -526,6 +566,24 @@ static int udp_socket(int tos)
     return fd;
 }
 
+/* A sending socket whose IPv4 and UDP headers are known in advance (the ICRC covers them): bound to
+ * our address and a fixed port, DF set (RoCEv2 never fragments, and Linux then writes IP ID 0 for an
+ * unconnected socket), UDP checksum 0 (as RoCE NICs send it; the ICRC protects the packet). */
+static struct tx_sock tx_socket(int tos)
+{
+    struct tx_sock s = {.fd = udp_socket(tos)};
+    int pmtu = IP_PMTUDISC_DO, one = 1;
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = own_ip};
+    socklen_t len = sizeof(me);
+    if (setsockopt(s.fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) < 0 ||
+        setsockopt(s.fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one)) < 0 ||
+        bind(s.fd, (struct sockaddr *)&me, sizeof(me)) < 0 ||
+        getsockname(s.fd, (struct sockaddr *)&me, &len) < 0)
+        die("udp sending socket");
+    memcpy(s.port, &me.sin_port, 2);
+    return s;
+}
+
 static void open_sockets(const char *ifname, const char *addr)
 {
     if (inet_pton(AF_INET, addr, &own_ip) != 1) {
@@ -540,9 +598,9 @@ static void open_sockets(const char *ifname, const char *addr)
     struct sockaddr_in me = {.sin_family = AF_INET, .sin_port = htons(ROCE_PORT), .sin_addr.s_addr = own_ip};
     if (bind(rx_fd, (struct sockaddr *)&me, sizeof(me)) < 0)
         die("bind udp/4791");
-    tx_data = udp_socket(TOS_DATA);
-    tx_ack = udp_socket(TOS_ACK);
-    tx_cnp = udp_socket(TOS_CNP);
+    tx_data = tx_socket(TOS_DATA);
+    tx_ack = tx_socket(TOS_ACK);
+    tx_cnp = tx_socket(TOS_CNP);
     ifindex = (int)if_nametoindex(ifname);
     if (!ifindex)
         die(ifname);
@@ -590,6 +648,7 @@ int main(int argc, char **argv)
     if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0 && setpriority(PRIO_PROCESS, 0, NICE) < 0)
         fprintf(stderr, "netd-lab-host: no real-time or nice priority (%s); pacing shares the CPU\n",
                 strerror(errno));
+    icrc_init();
     map_shm(argv[1]);
     open_sockets(argv[2], argv[3]);
     __atomic_store_n(&shm->ready, 1, __ATOMIC_RELEASE);
