@@ -23,10 +23,11 @@ bench: setup  ## benchmarks, printed as JSON
 	@if [ "$$(id -u)" = 0 ]; then $(PY) -m netd bench bpf --json; else echo "bench bpf: needs root, skipped"; fi
 	$(PY) -m netd bench api --json
 
-lint: setup  ## ruff (lint + format check), mypy, and the layer rule of docs/architecture.md
+lint: setup  ## ruff (lint + format check), mypy, clang-format on the C, and the layer rule of docs/architecture.md
 	$(VENV)/bin/ruff check netd cc tests
 	$(VENV)/bin/ruff format --check netd cc tests
 	$(VENV)/bin/mypy
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 plugin:  ## build the NCCL tuner plugin; then `make -C nccl_plugin install` (docs/nccl.md)
