@@ -67,8 +67,9 @@ class Fluid:
     def _events(self, p: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Byte- and timer-event rates and the chance each is past fast recovery (no mark in F periods)."""
         keep = np.log1p(-np.minimum(p, 1 - 1e-15))  # log(1 - p)
-        byte_rate = rc * p / np.expm1(-self.byte_packets * keep)
-        timer_rate = rc * p / np.expm1(-self.timer * rc * keep)
+        with np.errstate(over="ignore"):  # (1 - p)^-B beyond a double: no event gets through, rate 0
+            byte_rate = rc * p / np.expm1(-self.byte_packets * keep)
+            timer_rate = rc * p / np.expm1(-self.timer * rc * keep)
         byte_ai = np.exp(self.f * self.byte_packets * keep)
         timer_ai = np.exp(self.f * self.timer * rc * keep)
         return byte_rate, timer_rate, byte_ai, timer_ai
@@ -95,3 +96,39 @@ class Fluid:
                 lo = mid
         p = math.exp((lo + hi) / 2)
         return self.kmin + p / self.pmax * (self.kmax - self.kmin)
+
+    def rates_after_a_join(
+        self, join_us: float, until_us: float, delay_us: float, dt: float = 1.0
+    ) -> np.ndarray:
+        """Euler-integrate two flows, the second starting at line rate at ``join_us`` (alpha 1, as
+        on a first CNP), each with its own Rc, Rt and alpha and one shared queue; feedback arrives
+        ``delay_us`` late. Returns Rc per step, ``(steps, 2)``, packets/µs."""
+        steps, lag = int(until_us / dt), max(1, int(round(delay_us / dt)))
+        rc = np.array([self.capacity, 0.0])
+        rt, alpha = rc.copy(), np.ones(2)
+        q, history = 0.0, [(0.0, rc.copy())] * lag  # (p, Rc) as the senders learn them
+        out = np.zeros((steps, 2))
+        for k in range(steps):
+            if k * dt >= join_us and rt[1] == 0.0:
+                rc[1] = rt[1] = self.capacity
+            live = rt > 0
+            p_late, rc_late = history[k % lag]
+            history[k % lag] = (float(self.mark(np.array(q))), rc.copy())
+            if p_late > 0:
+                log_keep = math.log1p(-min(p_late, 1 - 1e-15))
+                cnp = -np.expm1(self.tau * rc_late * log_keep)
+                mark_in_period = -np.expm1(self.tau_alpha * rc_late * log_keep)
+                byte_rate, timer_rate, byte_ai, timer_ai = self._events(np.array(p_late), rc_late)
+            else:  # no marks: one event per T µs and per B packets, all past fast recovery
+                cnp = mark_in_period = np.zeros(2)
+                byte_rate, timer_rate = rc_late / self.byte_packets, np.full(2, 1 / self.timer)
+                byte_ai = timer_ai = np.ones(2)
+            d_alpha = self.g / self.tau_alpha * (mark_in_period - alpha)
+            d_rt = -(rt - rc) / self.tau * cnp + self.r_ai * (byte_rate * byte_ai + timer_rate * timer_ai)
+            d_rc = -rc * alpha / (2 * self.tau) * cnp + (rt - rc) / 2 * (byte_rate + timer_rate)
+            alpha = np.where(live, alpha + dt * d_alpha, alpha)
+            rt = np.where(live, np.minimum(rt + dt * d_rt, self.capacity), 0.0)
+            rc = np.where(live, np.clip(rc + dt * d_rc, 0.0, rt), 0.0)
+            q = max(0.0, q + dt * (rc.sum() - self.capacity) * self.mtu)
+            out[k] = rc
+        return out

@@ -75,6 +75,28 @@ def test_lower_ai_rate_converges_slower_but_steadier(pair: tuple[RunMetrics, Run
 
 
 @pytest.mark.slow
+def test_a_joining_flow_ends_where_the_fluid_model_does() -> None:
+    """Flow 2 joins flow 1 at 2 ms (40G, paper parameters). The fluid model integrated per flow
+    (CoNEXT'16 Eq. 1-5, :meth:`Fluid.rates_after_a_join`) and the simulator both end at equal shares:
+    over 60-80 ms each flow's mean rate is within 3 % of C/2 in both.
+
+    Known difference, the transient: averaged over 5 ms the fluid model is within 10 % of equal
+    shares 8 ms after the join and within 2 % after ~50 ms; the simulator stays about 60:40 for
+    ~40 ms and is within 10 % only after ~55 ms (docs/tuning.md)."""
+    fluid = Fluid.of(PAPER, 40.0, MTU_BYTES)
+    rates = fluid.rates_after_a_join(2_000.0, UNTIL_US, delay_us=6.0)
+    fluid_share = rates[int(SETTLED_US) :].mean(axis=0) / (fluid.capacity / 2)
+    assert fluid_share == pytest.approx([1.0, 1.0], abs=0.03)
+    flows = [FlowSpec(1, 0, 0.0, stop_us=1e9, key=1), FlowSpec(2, 0, 2_000.0, stop_us=1e9, key=2)]
+    engine = Engine(single_bottleneck(2, 40.0), flows, PAPER, AT_40G)
+    engine.run(SETTLED_US)
+    before = engine.delivered[0, :2].copy()
+    engine.run(UNTIL_US)
+    sim_gbps = (engine.delivered[0, :2] - before) * 8 / (UNTIL_US - SETTLED_US) / 1e3
+    assert sim_gbps / 20.0 == pytest.approx([1.0, 1.0], abs=0.03)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 4, 8, 16, 32])
 def test_steady_queue_matches_the_fluid_models_fixed_point(n: int) -> None:
     """Mean queue from 60 to 80 ms against the fixed point of the fluid model (CoNEXT'16 Eq. 1-5 with
