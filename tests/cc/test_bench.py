@@ -51,6 +51,10 @@ def test_sim_speed_counts_flow_microseconds_over_batch_rows() -> None:
     speed = bench.sim_speed(sim_us=400.0, batch=4, repeats=1)
     single, batched = speed["runs"]["single"], speed["runs"]["batched"]
     assert speed["runs"]["batched_at_1us"]["rows"] == 4 and speed["runs"]["single_tuner_step"]["dt_us"] == 4.0
+    single_16 = speed["runs"]["single_16"]
+    assert (single_16["rows"], single_16["flows"], single_16["dt_us"]) == (1, 16, 1.0)
+    assert speed["single_16"] == single_16["flow_us_per_s"]
+    assert single_16["flow_us_per_s"] == pytest.approx(16 * 400.0 / single_16["cpu_s_best"], rel=0.01)
     assert (single["rows"], batched["rows"], single["flows"]) == (1, 4, 64)
     assert batched["flow_us_per_s"] == pytest.approx(64 * 4 * 400.0 / batched["cpu_s_best"], rel=0.1)
     assert speed["flow_us_per_s"] == batched["flow_us_per_s"]
