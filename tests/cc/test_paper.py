@@ -80,9 +80,9 @@ def test_a_joining_flow_ends_where_the_fluid_model_does() -> None:
     (CoNEXT'16 Eq. 1-5, :meth:`Fluid.rates_after_a_join`) and the simulator both end at equal shares:
     over 60-80 ms each flow's mean rate is within 3 % of C/2 in both.
 
-    Known difference, the transient: averaged over 5 ms the fluid model is within 10 % of equal
-    shares 8 ms after the join and within 2 % after ~50 ms; the simulator stays about 60:40 for
-    ~40 ms and is within 10 % only after ~55 ms (docs/tuning.md)."""
+    Known difference, the transient: the fluid model cuts both flows alike at the join and is within
+    10 % of equal shares 8 ms later; the simulator's first cuts fall on random marks (about 57:43)
+    and it is within 10 % only after ~55 ms (docs/tuning.md)."""
     fluid = Fluid.of(PAPER, 40.0, MTU_BYTES)
     rates = fluid.rates_after_a_join(2_000.0, UNTIL_US, delay_us=6.0)
     fluid_share = rates[int(SETTLED_US) :].mean(axis=0) / (fluid.capacity / 2)
