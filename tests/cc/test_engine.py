@@ -259,3 +259,19 @@ def test_a_lone_ingress_stops_at_the_static_xoff_when_the_pool_is_large() -> Non
     headroom = float(engine.net.key_headroom.max())
     assert engine.backlog[0, :2, 0].max() <= 500_000 + headroom
     assert engine.backlog[0, :2, 0].max() > 400_000 * 0.5
+
+
+def test_a_lossy_queue_tail_drops_at_its_dynamic_share_of_the_pool() -> None:
+    """A lone lossy egress queue may hold alpha x (pool - what it holds): x = alpha B / (1 + alpha),
+    half the pool at alpha = 1, below the static ``lossy_buffer_bytes``."""
+    pool = 2e6
+    config = SimConfig(dt_us=1.0, pfc=False, lossy_buffer_bytes=6e6, switch_buffer_bytes=pool)
+    flows = long_flows([(i, 0) for i in range(1, 5)], stop_us=1e9)
+    engine = Engine(single_bottleneck(4), flows, NO_ECN, config)
+    queued = []
+    while engine.now_us < 1_000.0:
+        engine.run(engine.now_us + 5.0)
+        queued.append(float(engine.standing_queues()[0].max()))
+    assert engine.recorder.drops[0] > 0
+    arriving = 4 * 200e3 / 8  # bytes four 200G senders bring in one 1 µs step
+    assert pool / 2 - arriving < max(queued[50:]) <= pool / 2 + arriving
