@@ -45,6 +45,12 @@ def test_checks_flag_each_guard_rail() -> None:
     assert not bench._checks(base, {**good, "p99_queue_kb": 600.0}, "alltoall")["no_metric_worse_than_5pct"]
     assert not bench._checks(base, {**base, "p99_fct_slowdown": 9.0}, "incast-64")["p99_at_least_20pct_lower"]
     assert "p99_at_least_20pct_lower" not in bench._checks(base, base, "alltoall")
+    assert bench._checks(base, good, "fabric-256")["p99_at_least_30pct_lower"]  # 10 -> 7
+    assert not bench._checks(base, {**base, "p99_fct_slowdown": 7.5}, "fabric-256")[
+        "p99_at_least_30pct_lower"
+    ]
+    assert not bench._checks(base, {**good, "utilization": 0.78}, "mixed-speed")["utilization_at_least_98pct"]
+    assert "p99_at_least_30pct_lower" not in bench._checks(base, base, "alltoall")
 
 
 def test_sim_speed_counts_flow_microseconds_over_batch_rows() -> None:
@@ -61,7 +67,16 @@ def test_sim_speed_counts_flow_microseconds_over_batch_rows() -> None:
 
 
 def test_the_suite_is_deterministic_and_covers_the_issue() -> None:
-    assert set(SUITE) == {"incast-16", "incast-64", "alltoall", "allreduce+short", "mixed-speed"}
+    assert set(SUITE) == {
+        "incast-16",
+        "incast-64",
+        "alltoall",
+        "allreduce+short",
+        "mixed-speed",
+        "fabric-256",
+    }
+    fabric = suite(1, ["fabric-256"], 2_000.0)[0]
+    assert fabric.topology.n_ports == 256 and {f.dst for f in fabric.flows} <= set(range(256))
     a, b = suite(3, ["mixed-speed"], 2_000.0)[0], suite(3, ["mixed-speed"], 2_000.0)[0]
     assert a.flows == b.flows and {a.topology.port_gbps(p) for p in range(a.topology.n_ports)} == {
         25.0,
@@ -96,6 +111,8 @@ def test_a_scenario_is_judged_on_the_means_over_its_seeds() -> None:
         for figure in ("p99_fct_slowdown", "utilization", "pause_fraction", "p99_queue_kb"):
             mean = (runs[0][run][figure] + runs[1][run][figure]) / 2
             assert report[run][figure] == pytest.approx(mean, abs=1e-6)
-    assert report["checks"] == bench._checks(report["default"], report["tuned"], "alltoall")
+    no_seed_worse = all(r["tuned"]["p99_fct_slowdown"] <= r["default"]["p99_fct_slowdown"] for r in runs)
+    checks = bench._checks(report["default"], report["tuned"], "alltoall")
+    assert report["checks"] == {**checks, "no_seed_worse": no_seed_worse}
     assert runs[0]["default"] != runs[1]["default"]  # two draws of the fabric, not one twice
     json.dumps(report)
