@@ -9,7 +9,7 @@ units of :class:`cc.model.params.DcqcnParams`).
 States are mutated in place: the fabric calls these rules thousands of times per second of simulated
 time, and allocating new state objects per step would dominate the cost. Several events of one kind
 within one step are folded in closed form (k halvings of the Rt-Rc gap, c alpha updates), with the
-increase stage taken at the start of the step; that is exact whenever a step holds at most one event.
+increase stage taken after the step's events; that is exact whenever a step holds at most one event.
 
 States may have any shape (``(n_flows,)``, or ``(batch, n_flows)`` when the simulator evaluates several
 operating points at once), and the parameters may be a :class:`~cc.model.params.DcqcnParams` (one value per
