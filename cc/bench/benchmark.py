@@ -34,7 +34,17 @@ import numpy as np
 
 from cc.bench.scenarios import SUITE, check_names, suite
 from cc.model import DcqcnParams
-from cc.sim import Engine, FlowSpec, RunMetrics, Scenario, SimConfig, leaf_spine, run
+from cc.sim import (
+    Engine,
+    FlowSpec,
+    RunMetrics,
+    Scenario,
+    SimConfig,
+    leaf_spine,
+    long_flows,
+    run,
+    single_bottleneck,
+)
 from cc.tune import TWIN_DT_US, SafetyBounds, Tuner, moves, run_online
 
 __all__ = ["main", "scenario_report", "seeded_report", "sim_speed"]
@@ -87,7 +97,14 @@ def _checks(default: dict[str, Any], tuned: dict[str, Any], name: str) -> dict[s
     }
     if name.startswith(("incast", "mixed")):
         out["p99_at_least_20pct_lower"] = t["p99_fct_slowdown"] <= 0.8 * d["p99_fct_slowdown"]
+    if name in TARGET_30:  # issue 20's target: -30 % at >= 0.98x the default's utilisation
+        out["p99_at_least_30pct_lower"] = t["p99_fct_slowdown"] <= 0.7 * d["p99_fct_slowdown"]
+        out["utilization_at_least_98pct"] = t["utilization"] >= 0.98 * d["utilization"]
     return out
+
+
+TARGET_30 = frozenset({"incast-16", "incast-64", "allreduce+short", "mixed-speed", "fabric-256"})
+"""Scenarios held to a 30 % lower p99 slowdown (the others, alltoall, only to not regressing)."""
 
 
 def scenario_report(scenario: Scenario, epoch_us: float = 2_000.0, nic_only: bool = False) -> dict[str, Any]:
@@ -133,7 +150,12 @@ def seeded_report(
         "description": reports[0]["description"],
         "default": default,
         "tuned": tuned,
-        "checks": _checks(default, tuned, name),
+        "checks": {
+            **_checks(default, tuned, name),
+            "no_seed_worse": all(
+                r["tuned"]["p99_fct_slowdown"] <= r["default"]["p99_fct_slowdown"] for r in reports
+            ),
+        },
         "seeds": [{"seed": seed, **r} for seed, r in zip(seeds, reports, strict=True)],
     }
 
@@ -156,13 +178,15 @@ def sim_speed(sim_us: float = 4_000.0, batch: int = 16, repeats: int = 3) -> dic
     pool = [p for _, p in moves(base, SafetyBounds())]
     candidates = ([base] + pool * (1 + batch // max(len(pool), 1)))[:batch]
     runs = {}
+    incast_16 = single_bottleneck(16), long_flows([(i, 0) for i in range(1, 17)], stop_us=1e12)
     configs = (
-        ("single", [base], 1.0),  # the suite's step, one parameter set
-        ("single_tuner_step", [base], TWIN_DT_US),
-        ("batched", candidates, TWIN_DT_US),  # how the tuner uses it: the headline figure
-        ("batched_at_1us", candidates, 1.0),
+        ("single", [base], 1.0, (topo, flows)),  # the suite's step, one parameter set
+        ("single_tuner_step", [base], TWIN_DT_US, (topo, flows)),
+        ("batched", candidates, TWIN_DT_US, (topo, flows)),  # how the tuner uses it: the headline figure
+        ("batched_at_1us", candidates, 1.0, (topo, flows)),
+        ("single_16", [base], 1.0, incast_16),  # one parameter set, a 16:1 incast of long flows
     )
-    for label, params, dt in configs:
+    for label, params, dt, (topo, flows) in configs:
         best = float("inf")
         samples = []
         for _ in range(repeats):
@@ -186,8 +210,10 @@ def sim_speed(sim_us: float = 4_000.0, batch: int = 16, repeats: int = 3) -> dic
         }
     return {
         "flow_us_per_s": runs["batched"]["flow_us_per_s"],
+        "single_16": runs["single_16"]["flow_us_per_s"],
         "counted_as": "flows x simulated µs, summed over batch rows, per CPU second (best of repeats)",
-        "scenario": "64 long flows, leaf-spine 4 leaves x 2 spines x 4 hosts at 200G, persistent congestion",
+        "scenario": "64 long flows, leaf-spine 4 leaves x 2 spines x 4 hosts at 200G, persistent congestion; "
+        "single_16: 16 long flows into one 200G port, one parameter set, 1 µs step",
         "runs": runs,
     }
 

@@ -2,9 +2,9 @@
 
 :func:`suite` is the evaluation set of ``python -m cc.bench`` (incast 16:1 and 64:1 with background
 traffic, all-to-all on an oversubscribed two-tier fabric, ring all-reduce with background short
-flows on a rail-optimised fabric, and a mixed 25/100/400 Gb/s fabric). Every scenario is stationary
-after its warm-up — bursts repeat, background arrivals are Poisson — so a tuner acting online during
-the warm-up is measured on the same kind of traffic as the default run.
+flows on a rail-optimised fabric, a mixed 25/100/400 Gb/s fabric, and a 256-host leaf-spine). Every
+scenario is stationary after its warm-up — bursts repeat, background arrivals are Poisson — so a
+tuner acting online during the warm-up is measured on the same kind of traffic as the default run.
 
 :func:`cc.sim.run` simulates one scenario for a batch of parameter sets and returns each one's metrics.
 """
@@ -156,12 +156,33 @@ def _mixed_speed_scenario(seed: int, measure: float) -> Scenario:
     )
 
 
+def _fabric_256_scenario(seed: int, measure: float) -> Scenario:
+    rng = np.random.default_rng(seed)
+    topo = leaf_spine(leaves=16, spines=4, hosts_per_leaf=16)
+    warmup = 6_000.0
+    ports = list(range(topo.n_ports))
+    flows = _bursts(rng, ports, 32, 4e6 / 32, 1_000.0, warmup + measure)
+    flows += _background(rng, topo, 0.15, warmup + measure)
+    flows.sort(key=lambda f: f.start_us)
+    return Scenario(
+        "fabric-256",
+        "32:1 incast of 4 MB in total every ms, web-search background at 15 % load, 256 hosts at 200G "
+        "on 16 leaves x 4 spines (non-blocking)",
+        topo,
+        tuple(flows),
+        warmup,
+        measure,
+        config=SimConfig(dt_us=1.0, seed=seed),
+    )
+
+
 SUITE: dict[str, Callable[[int, float], Scenario]] = {
     "incast-16": lambda seed, measure: _incast_scenario(16, seed, measure),
     "incast-64": lambda seed, measure: _incast_scenario(64, seed, measure),
     "alltoall": _alltoall_scenario,
     "allreduce+short": _allreduce_scenario,
     "mixed-speed": _mixed_speed_scenario,
+    "fabric-256": _fabric_256_scenario,
 }
 
 

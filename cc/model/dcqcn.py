@@ -9,7 +9,7 @@ units of :class:`cc.model.params.DcqcnParams`).
 States are mutated in place: the fabric calls these rules thousands of times per second of simulated
 time, and allocating new state objects per step would dominate the cost. Several events of one kind
 within one step are folded in closed form (k halvings of the Rt-Rc gap, c alpha updates), with the
-increase stage taken at the start of the step; that is exact whenever a step holds at most one event.
+increase stage taken after the step's events; that is exact whenever a step holds at most one event.
 
 States may have any shape (``(n_flows,)``, or ``(batch, n_flows)`` when the simulator evaluates several
 operating points at once), and the parameters may be a :class:`~cc.model.params.DcqcnParams` (one value per
@@ -219,8 +219,9 @@ def alpha_on_cnp(state: RpState, cnps: Floats, g: Value, log_keep: Value | None 
     state.alpha[:] = 1.0 - np.exp(cnps * log_keep) * (1.0 - state.alpha)  # (1 - g)^c
 
 
-def alpha_decay(state: RpState, dt_us: float, period_us: Value, g: Value) -> None:
-    """ "If no CNP for K µs: alpha <- (1 - g) alpha", once per whole period elapsed without a CNP."""
+def alpha_decay(state: RpState, dt_us: Value, period_us: Value, g: Value) -> None:
+    """ "If no CNP for K µs: alpha <- (1 - g) alpha", once per whole period elapsed without a CNP.
+    ``dt_us`` may be 0 where a CNP came in the step: its timer restarted, so no period expires."""
     state.alpha_timer_us += dt_us
     periods = np.floor(state.alpha_timer_us / period_us)
     state.alpha *= (1.0 - g) ** periods
@@ -286,24 +287,32 @@ def increase_events(
 def rate_increase(state: RpState, timer: Floats, byte: Floats, params: RpParams) -> None:
     """Apply ``timer + byte`` increase events per flow.
 
-    Paper: the first F events are fast recovery "Rc <- (Rt + Rc)/2"; then additive increase
-    "Rt <- Rt + R_AI, Rc <- (Rt + Rc)/2"; once both timer and byte counter exceeded F, hyper increase
-    "Rt <- Rt + i R_HAI, Rc <- (Rt + Rc)/2" with i = min(stages) - F. k events with Rt step s leave the
-    gap d = Rt - Rc at s + (d - s)/2^k, which is k applications of the rule.
+    Paper: fast recovery "Rc <- (Rt + Rc)/2", then additive increase "Rt <- Rt + R_AI,
+    Rc <- (Rt + Rc)/2", and once both the timer and the byte counter passed F, hyper increase
+    "Rt <- Rt + i R_HAI, Rc <- (Rt + Rc)/2". The stage boundaries are those of the authors' ns-3 code
+    (bobzhuyb/ns3-rdma ``qbb-net-device.cc``, and HPCC's ``rdma-hw.cc`` for the timer alone): an event
+    first counts itself (``rpr_fast_time``: ``m_rpTimeStage++``), then it is fast recovery while that
+    count is below F, additive once either count reached F (``rpr_active_select``), hyper once both
+    did, with i = min(counts) - F + 1 (``rpr_hyper_increase``). So F = 1, the mlx5 default, has no
+    fast-recovery event at all, and F = 5 has four. The stages are those after this step's events
+    (exact for one event per step); k events with Rt step s leave the gap d = Rt - Rc at
+    s + (d - s)/2^k, which is k applications of the rule.
     """
     k = timer + byte
     if not np.count_nonzero(k):
         return
     f = params.rp_threshold
+    state.timer_stage += timer
+    state.byte_stage += byte
     stage_min = np.minimum(state.timer_stage, state.byte_stage)
     additive = np.maximum(state.timer_stage, state.byte_stage) >= f
-    hyper = stage_min > f
-    step = additive * (params.rp_ai_rate + hyper * ((stage_min - f) * params.rp_hai_rate - params.rp_ai_rate))
+    hyper = stage_min >= f
+    step = additive * (
+        params.rp_ai_rate + hyper * ((stage_min - f + 1) * params.rp_hai_rate - params.rp_ai_rate)
+    )
     gap = state.rt - state.rc
     state.rt += k * step
     state.rc[:] = state.rt - (step + (gap - step) * np.exp2(-k))  # the gap halves per event
-    state.timer_stage += timer
-    state.byte_stage += byte
 
 
 def rp_step(
@@ -336,11 +345,17 @@ def rp_step(
         state.alpha_timer_us *= quiet
     else:
         cuts = cnps  # all zero: no cut
+    # Alpha decays only where a period ended without a CNP (SIGCOMM'15 Sec. 3.3, "if no CNP for K
+    # µs"; the mlx5 timer "CNP in period -> raise, none -> decay"): a CNP row raised alpha above and
+    # restarted its timer, so decaying it too would cancel the raise at K = dt.
     decay = constants.alpha_decay
     if decay is not None:  # every alpha period fits the step a whole number of times: no timer to keep
-        state.alpha *= decay
+        if any_cnp:
+            state.alpha *= 1.0 - quiet * (1.0 - decay)
+        else:
+            state.alpha *= decay
     else:
-        alpha_decay(state, dt_us, params.rp_dce_tcp_rtt, g)
+        alpha_decay(state, quiet * dt_us if any_cnp else dt_us, params.rp_dce_tcp_rtt, g)
     timer, byte = increase_events(state, sent_bytes, dt_us, params)
     if any_cnp:
         timer *= quiet

@@ -1,10 +1,10 @@
 """The numpy fabric simulator: topologies and the traffic over them (:mod:`~cc.sim.topology`,
 :mod:`~cc.sim.traffic`, :mod:`~cc.sim.workload`), the discrete-time engine that runs DCQCN flows
 through switch queues, RED/ECN, PFC and links (:mod:`~cc.sim.engine`, with its network compiler, flow
-state, flow columns, emission ring, PFC state and recorder), a run's figures (:mod:`~cc.sim.metrics`),
-named experiments (:mod:`~cc.sim.scenario`) and the emulated fabric behind ``netd run``
-(:mod:`~cc.sim.fabric`). It builds on :mod:`cc.model` only; nothing here knows about the tuner or the
-benchmark."""
+state, flow columns, emission ring, PFC state, shared switch buffer, counter-based random draws and
+recorder), a run's figures (:mod:`~cc.sim.metrics`), named experiments (:mod:`~cc.sim.scenario`) and
+the emulated fabric behind ``netd run`` (:mod:`~cc.sim.fabric`). It builds on :mod:`cc.model` only;
+nothing here knows about the tuner or the benchmark."""
 
 from __future__ import annotations
 

@@ -12,15 +12,18 @@ Each step of ``dt`` µs, in this order:
 4. each sender's RP handles the CNPs that arrived and takes its timer and byte-counter events
    (:func:`cc.model.dcqcn.rp_step`); the NIC sends at the resulting rates (flows sharing a NIC port split
    it in proportion; a paused port sends nothing), and the bytes start crossing the first link;
-5. PFC: each switch ingress (link, priority) whose share of the switch buffer is above XOFF pauses
-   its upstream — a switch egress queue or a NIC — until it falls below XON; the pause reaches the
-   upstream one link delay later. Bytes beyond XOFF + headroom are dropped (lossless violated), and
-   lossy priorities tail-drop above their buffer; dropped bytes are re-sent.
+5. PFC: each switch ingress (link, priority) holding more than its XOFF — the parameters' XOFF or
+   its dynamic share of the switch's free shared buffer, whichever is lower (:mod:`cc.sim.buffer`) —
+   pauses its upstream (a switch egress queue or a NIC) until it falls below XON; the pause reaches
+   the upstream one link delay later. Bytes beyond XOFF + headroom are dropped (lossless violated),
+   and lossy priorities tail-drop above their share; dropped bytes are re-sent.
 
 Everything is vectorised over flows and over a batch of parameter sets (rows); random numbers are
-shared by all rows, so rows with equal parameters behave identically and candidates are compared on
-common random numbers. Calm stretches (no queue, no CNP or pause in flight, every flow at its cap
-for long enough that the links are in steady state) are advanced in one closed-form jump.
+a function of (seed, flow, step) (:mod:`cc.sim.draws`), shared by all rows, so rows with equal
+parameters behave identically, candidates are compared on common random numbers, and a row's
+trajectory is the same alone and in any batch. Calm stretches (no queue, no CNP or pause in
+flight, every flow at its cap for long enough that the links are in steady state) are advanced in
+one closed-form jump.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from cc.model import DcqcnParams, ParamBatch, np_step, rp_step
+from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
@@ -77,6 +81,8 @@ class Engine(FlowState):
         self._trace_steps = max(1, round(trace_us / config.dt_us)) if trace_us else 0
         self.trace: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.pfc = PfcState(net, len(batch))
+        self.buffer = SharedBuffer(net, len(batch))
+        self._pause_level = np.full((len(batch), net.K + 1), np.inf)  # XOFF when each pause began
         self._key_cap = np.append(np.repeat(net.link_cap_bytes, net.P), np.inf)
         self._lossy = net.key_is_switch & ~net.key_lossless
         self._any_lossy = bool(self._lossy.any())
@@ -103,9 +109,11 @@ class Engine(FlowState):
         self._kmin_floor = float(self._kmin[:, switch].min()) if switch.any() else math.inf
         lossless = net.key_lossless[None, :]
         self._xoff = np.where(lossless, batch.xoff_bytes, np.inf)
-        self._xon = np.where(lossless, batch.xon_bytes, np.inf)
-        self._drop_above = np.where(lossless, batch.xoff_bytes + net.key_headroom[None, :], np.inf)
-        self._xon_floor = float(batch.xon_bytes.min()) if net.key_lossless.any() else math.inf
+        self._lossy_inf = np.where(lossless, 0.0, np.inf)  # no XOFF where there is no PFC
+        self._xon_ratio = batch.xon_bytes / batch.xoff_bytes  # XON keeps its ratio to a dynamic XOFF
+        any_lossless = bool(net.key_lossless.any())
+        self._xoff_floor = float(batch.xoff_bytes.min()) if any_lossless else math.inf
+        self._xon_ratio_floor = float(self._xon_ratio.min())
         self._pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
 
     def _rules(self) -> ParamBatch:
@@ -270,23 +278,45 @@ class Engine(FlowState):
 
     def _pfc_and_drops(self, t: int, standing: np.ndarray) -> None:
         st = self.slots
+        occupancy = None
         if self._any_lossy:
-            over = np.where(self._lossy, standing - self.config.lossy_buffer_bytes, 0.0)
+            occupancy = self._occupancy()
+            cap = np.minimum(self.config.lossy_buffer_bytes, self.buffer.egress_limit(occupancy))
+            over = np.where(self._lossy, standing - cap, 0.0)
             if over.max() > 0:
                 ratio = np.divide(np.maximum(over, 0.0), standing, out=np.zeros_like(over), where=over > 0)
                 self._drop(ratio.take(st.queue_index))
-        if not self.pfc.live and float(standing.sum()) <= self._xon_floor:
-            return  # no ingress of any row can be above XON, and nothing is paused
-        B, K1 = self.batch, self.net.K + 1
-        occupancy = np.bincount(st.ingress_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
-        if not self.pfc.live and float(occupancy.max()) <= self._xon_floor:
-            return  # the same, per ingress: nothing to pause (pfc.paused is all clear) and no drops
-        paused = (occupancy > self._xoff) | (self.pfc.paused & (occupancy > self._xon))
-        beyond = occupancy - self._drop_above
+                occupancy = None  # the drops changed it
+        # no ingress of any row can be above its XON while fewer bytes than that are buffered
+        # anywhere, and then nothing needs pausing (pfc.paused is all clear) and nothing drops
+        total = float(standing.sum())
+        floor = self._xon_ratio_floor * min(self._xoff_floor, self.buffer.lower_bound(total))
+        if not self.pfc.live and total <= floor:
+            return
+        if occupancy is None:
+            occupancy = self._occupancy()
+        if not self.pfc.live and float(occupancy.max()) <= floor:
+            return
+        xoff = np.minimum(self._xoff, self.buffer.ingress_limit(occupancy) + self._lossy_inf)
+        was = self.pfc.paused
+        paused = (occupancy > xoff) | (was & (occupancy > xoff * self._xon_ratio))
+        # What an ingress holds in the shared pool stays there when its dynamic XOFF falls as the
+        # pool fills: only what arrives after XOFF goes to the headroom. So a pause's drop level is
+        # set when it begins, at XOFF or at what the ingress held before this step's arrivals (at
+        # most a link's worth per step), whichever is higher, and kept while the pause lasts.
+        level = np.where(was, self._pause_level, np.maximum(xoff, occupancy - self._key_cap))
+        self._pause_level = np.where(paused, level, np.inf)
+        beyond = occupancy - (level + self.net.key_headroom)
         if beyond.max() > 0:  # headroom exhausted: the lossless promise is broken
             ratio = np.divide(np.maximum(beyond, 0.0), occupancy, out=np.zeros_like(beyond), where=beyond > 0)
             self._drop(ratio.take(st.ingress_index))
         self.pfc.decide(t, paused)
+
+    def _occupancy(self) -> np.ndarray:
+        """Bytes each ingress (link, priority) holds in its switch, ``(batch, K + 1)``."""
+        B, K1 = self.batch, self.net.K + 1
+        flat = np.bincount(self.slots.ingress_flat, self.backlog.reshape(-1), minlength=B * K1)
+        return flat.reshape(B, K1)
 
     def _drop(self, ratio: np.ndarray) -> None:
         """Drop ``ratio`` of every queued share; the sender re-sends the bytes (NAK, or timeout when

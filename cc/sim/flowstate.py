@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cc.model import NpState, ParamBatch, RpState
+from cc.sim.draws import uniform
 from cc.sim.network import Network
 from cc.sim.recorder import Recorder
 from cc.sim.ring import EmissionRing
@@ -102,8 +103,6 @@ class FlowState:
         self._calm_steps = 0
         self.baseline: Snapshot | None = None
         self._next_stop = math.inf
-        self._rng = np.random.default_rng(net.config.seed)
-        self._uniform_block = np.zeros((0, 0))
         H = net.hop_max
         self.active = np.zeros((B, 0), dtype=bool)
         self.sent, self.delivered, self.owed = np.zeros((B, 0)), np.zeros((B, 0)), np.zeros((B, 0))
@@ -132,18 +131,11 @@ class FlowState:
         self._route(np.arange(F))
         self.cnp_ring = pad_flows(self.cnp_ring, 2, F)
         self.zero_bf = np.zeros((B, F))
-        self._uniform_block = np.zeros((0, F))
 
     def _uniform(self, t: int) -> np.ndarray:
-        """One uniform number per column for step ``t``, shared by all rows (common random numbers)."""
-        block = self._uniform_block
-        row = t - self._uniform_from
-        if not 0 <= row < len(block):
-            self._uniform_block = block = self._rng.random((256, self.slots.capacity))
-            self._uniform_from, row = t, 0
-        return block[row]
-
-    _uniform_from = 0
+        """One uniform number per column for step ``t``, shared by all rows (common random numbers)
+        and drawn from the stream of the flow in the column, so no row or column placement shifts it."""
+        return uniform(self.config.seed, self.slots.flow_id, t)
 
     # -- flows arriving, stopping, finishing ---------------------------------------------------
     def _admit(self) -> None:

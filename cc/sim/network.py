@@ -41,7 +41,9 @@ class SimConfig:
     in flight after XOFF (2 link delays + a response step + 2 MTU); below 1, a pause can overflow it
     and drop. ``ecn_reference_gbps``: the port speed the params' Kmin/Kmax are given for; other ports
     scale them linearly (thresholds track the bandwidth-delay product, as per-speed switch profiles
-    do).
+    do). ``switch_buffer_bytes``: each switch's shared pool (32 MB: Trident 3 class; current parts
+    have 12-64 MB); ``dynamic_threshold``: the share ``alpha`` of the free pool one ingress (lossless)
+    or egress queue (lossy) may take (:mod:`cc.sim.buffer`; 1 is SONiC's lossless ``dynamic_th`` 0).
     """
 
     dt_us: float = 1.0
@@ -51,10 +53,14 @@ class SimConfig:
     headroom_scale: float = 1.0
     lossy_buffer_bytes: float = 6e6
     ecn_reference_gbps: float = 200.0
+    switch_buffer_bytes: float = 32e6
+    dynamic_threshold: float = 1.0
 
     def __post_init__(self) -> None:
         if not (self.dt_us > 0 and self.headroom_scale >= 0 and self.lossy_buffer_bytes > 0):
             raise ValueError("dt_us and lossy_buffer_bytes must be > 0, headroom_scale >= 0")
+        if not (self.switch_buffer_bytes > 0 and self.dynamic_threshold > 0):
+            raise ValueError("switch_buffer_bytes and dynamic_threshold must be > 0")
         if not self.ecn_reference_gbps > 0:
             raise ValueError("ecn_reference_gbps must be > 0")
 
@@ -95,6 +101,13 @@ class Network:
         self.key_is_switch = np.append(per_key(self.link_is_switch, P), False)
         lossless = np.array([config.pfc and p in config.lossless_priorities for p in self.priorities])
         self.key_lossless = np.append(np.tile(lossless, self.n_links), False)
+        # the switch (0-based among switches) a key's bytes are buffered in: at the link's downstream
+        # end as ingress, at its upstream end as egress; -1 for a host's end and the trash key
+        n_ports = topology.n_ports
+        downstream = np.array([link.dst - n_ports if link.dst >= n_ports else -1 for link in links])
+        upstream = np.array([link.src - n_ports if link.src >= n_ports else -1 for link in links])
+        self.key_ingress_switch = np.append(per_key(downstream, P), -1)
+        self.key_egress_switch = np.append(per_key(upstream, P), -1)
         self.key_delay_steps = np.append(per_key(self.link_delay_steps, P), 1)
         self.key_ecn_scale = np.append(per_key(gbps / config.ecn_reference_gbps, P), 0.0)  # trash: empty
         in_flight_steps = 2 * self.key_delay_steps + 1  # pause out, last bytes back, one step to react

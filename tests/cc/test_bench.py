@@ -45,19 +45,38 @@ def test_checks_flag_each_guard_rail() -> None:
     assert not bench._checks(base, {**good, "p99_queue_kb": 600.0}, "alltoall")["no_metric_worse_than_5pct"]
     assert not bench._checks(base, {**base, "p99_fct_slowdown": 9.0}, "incast-64")["p99_at_least_20pct_lower"]
     assert "p99_at_least_20pct_lower" not in bench._checks(base, base, "alltoall")
+    assert bench._checks(base, good, "fabric-256")["p99_at_least_30pct_lower"]  # 10 -> 7
+    assert not bench._checks(base, {**base, "p99_fct_slowdown": 7.5}, "fabric-256")[
+        "p99_at_least_30pct_lower"
+    ]
+    assert not bench._checks(base, {**good, "utilization": 0.78}, "mixed-speed")["utilization_at_least_98pct"]
+    assert "p99_at_least_30pct_lower" not in bench._checks(base, base, "alltoall")
 
 
 def test_sim_speed_counts_flow_microseconds_over_batch_rows() -> None:
     speed = bench.sim_speed(sim_us=400.0, batch=4, repeats=1)
     single, batched = speed["runs"]["single"], speed["runs"]["batched"]
     assert speed["runs"]["batched_at_1us"]["rows"] == 4 and speed["runs"]["single_tuner_step"]["dt_us"] == 4.0
+    single_16 = speed["runs"]["single_16"]
+    assert (single_16["rows"], single_16["flows"], single_16["dt_us"]) == (1, 16, 1.0)
+    assert speed["single_16"] == single_16["flow_us_per_s"]
+    assert single_16["flow_us_per_s"] == pytest.approx(16 * 400.0 / single_16["cpu_s_best"], rel=0.01)
     assert (single["rows"], batched["rows"], single["flows"]) == (1, 4, 64)
     assert batched["flow_us_per_s"] == pytest.approx(64 * 4 * 400.0 / batched["cpu_s_best"], rel=0.1)
     assert speed["flow_us_per_s"] == batched["flow_us_per_s"]
 
 
 def test_the_suite_is_deterministic_and_covers_the_issue() -> None:
-    assert set(SUITE) == {"incast-16", "incast-64", "alltoall", "allreduce+short", "mixed-speed"}
+    assert set(SUITE) == {
+        "incast-16",
+        "incast-64",
+        "alltoall",
+        "allreduce+short",
+        "mixed-speed",
+        "fabric-256",
+    }
+    fabric = suite(1, ["fabric-256"], 2_000.0)[0]
+    assert fabric.topology.n_ports == 256 and {f.dst for f in fabric.flows} <= set(range(256))
     a, b = suite(3, ["mixed-speed"], 2_000.0)[0], suite(3, ["mixed-speed"], 2_000.0)[0]
     assert a.flows == b.flows and {a.topology.port_gbps(p) for p in range(a.topology.n_ports)} == {
         25.0,
@@ -92,6 +111,8 @@ def test_a_scenario_is_judged_on_the_means_over_its_seeds() -> None:
         for figure in ("p99_fct_slowdown", "utilization", "pause_fraction", "p99_queue_kb"):
             mean = (runs[0][run][figure] + runs[1][run][figure]) / 2
             assert report[run][figure] == pytest.approx(mean, abs=1e-6)
-    assert report["checks"] == bench._checks(report["default"], report["tuned"], "alltoall")
+    no_seed_worse = all(r["tuned"]["p99_fct_slowdown"] <= r["default"]["p99_fct_slowdown"] for r in runs)
+    checks = bench._checks(report["default"], report["tuned"], "alltoall")
+    assert report["checks"] == {**checks, "no_seed_worse": no_seed_worse}
     assert runs[0]["default"] != runs[1]["default"]  # two draws of the fabric, not one twice
     json.dumps(report)

@@ -83,14 +83,50 @@ def test_alpha_decays_once_per_period_without_cnp(periods: int) -> None:
     assert state.alpha[0] == pytest.approx(0.8 * (1 - params.g) ** periods)
 
 
+def test_a_cnp_raises_alpha_even_when_the_alpha_period_is_one_step() -> None:
+    """SIGCOMM'15 Sec. 3.3: on CNP "alpha <- (1 - g) alpha + g"; the decay "alpha <- (1 - g) alpha"
+    only when a period of K µs ends without one. With the mlx5 default K = 1 µs = dt, the step that
+    carries the CNP used to decay alpha too, which left it where it was."""
+    params = DcqcnParams()  # rp_dce_tcp_rtt = 1 µs
+    g = params.g
+    state = one_flow(params, alpha=0.5)
+    step(state, params, cnp=True)
+    assert state.alpha[0] == pytest.approx((1 - g) * 0.5 + g, rel=1e-12)
+    step(state, params)
+    assert state.alpha[0] == pytest.approx((1 - g) * ((1 - g) * 0.5 + g), rel=1e-12)
+
+
+@pytest.mark.parametrize("interval", [1, 4, 50])
+def test_alpha_under_periodic_cnps_settles_at_the_papers_fixed_point(interval: int) -> None:
+    """One CNP every n alpha periods (K = dt = 1 µs): per cycle the paper's rules give
+    a <- (1 - g)^(n - 1) ((1 - g) a + g), whose fixed point just after a CNP is a* = g / (1 - (1 - g)^n).
+    The fluid model (Zhu et al., CoNEXT'16, Eq. 2: d alpha/dt = g/tau' [(1 - (1 - p)^(tau' Rc)) - alpha])
+    settles where alpha equals the fraction of periods that carry a CNP, 1/n, which the cycle's mean
+    approaches for small g."""
+    params = DcqcnParams(rp_rate_reduce_monitor_period=1)
+    g = params.g
+    state = one_flow(params, alpha=1.0)
+    cycle = []
+    cycles = 6_000 // interval + 1  # (1 - g)^6000 < 1e-12: the start is forgotten
+    for t in range(cycles * interval):
+        step(state, params, cnp=t % interval == 0)
+        if t >= (cycles - 1) * interval:
+            cycle.append(float(state.alpha[0]))
+    after_cnp = cycle[0]
+    assert after_cnp == pytest.approx(g / (1 - (1 - g) ** interval), rel=1e-9)
+    assert np.mean(cycle) == pytest.approx(1 / interval, rel=0.02 + interval * g / 2)
+
+
 def test_fast_recovery_then_additive_increase() -> None:
+    """The authors' ns-3 code (ns3-rdma ``rpr_fast_time``) counts the event before it chooses: with
+    F = 5 the first four timer events are fast recovery and the fifth is already additive."""
     params = DcqcnParams.paper()  # F = 5, T = 55 µs, R_AI = 40 Mb/s
     line = 400_000.0  # keep Rt clear of the line-rate clamp
     state = one_flow(params, rc=100_000.0, rt=200_000.0, line=line)
-    for expected in (150_000.0, 175_000.0, 187_500.0, 193_750.0, 196_875.0):
+    for expected in (150_000.0, 175_000.0, 187_500.0, 193_750.0):
         step(state, params, dt=55.0, line=line)
         assert (state.rc[0], state.rt[0]) == pytest.approx((expected, 200_000.0))
-    for _ in range(2):
+    for _ in range(3):
         rc, rt = state.rc[0], state.rt[0] + 40
         step(state, params, dt=55.0, line=line)
         assert (state.rc[0], state.rt[0]) == pytest.approx(((rt + rc) / 2, rt))
@@ -99,10 +135,35 @@ def test_fast_recovery_then_additive_increase() -> None:
 def test_hyper_increase_once_both_stages_passed_threshold() -> None:
     params = DcqcnParams(rp_threshold=1, rp_time_reset=300, rp_byte_reset=10_000)
     state = one_flow(params, rc=100_000.0, rt=150_000.0)
-    state.timer_stage[:], state.byte_stage[:] = 4, 3  # i = min(stages) - F = 2
+    state.timer_stage[:], state.byte_stage[:] = 4, 3  # the timer event makes 5: i = min - F + 1 = 3
     step(state, params, dt=300.0)
-    assert state.rt[0] == pytest.approx(150_000.0 + 2 * 50)
-    assert state.rc[0] == pytest.approx((150_100.0 + 100_000.0) / 2)
+    assert state.rt[0] == pytest.approx(150_000.0 + 3 * 50)
+    assert state.rc[0] == pytest.approx((150_150.0 + 100_000.0) / 2)
+
+
+@pytest.mark.parametrize("threshold", [1, 2, 5])
+def test_stages_count_the_event_first_as_the_authors_code_does(threshold: int) -> None:
+    """Byte and timer events alternate, one per step. The authors' ns-3 code (ns3-rdma
+    ``rpr_fast_byte``/``rpr_fast_time``) counts an event before choosing: fast recovery (Rt unchanged)
+    while its count is below F, additive (+R_AI) once either count reached F (``rpr_active_select``),
+    hyper (+i R_HAI, i = min(counts) - F + 1, ``rpr_hyper_increase``) once both did."""
+    params = DcqcnParams(
+        rp_threshold=threshold, rp_time_reset=200, rp_byte_reset=1_000_000, rp_ai_rate=5, rp_hai_rate=50
+    )
+    line = 400_000.0
+    state = one_flow(params, rc=100_000.0, rt=100_000.0, line=line)
+    for event in range(1, 4 * threshold + 4):
+        rt = float(state.rt[0])
+        sent = 1_000_000.0 if event % 2 else 0.0  # odd steps: a byte event; even ones: the timer's
+        step(state, params, dt=100.0, sent=sent, line=line)
+        byte, timer = (event + 1) // 2, event // 2  # counts after this event
+        if max(byte, timer) < threshold:
+            expected = 0.0
+        elif min(byte, timer) < threshold:
+            expected = 5.0
+        else:
+            expected = (min(byte, timer) - threshold + 1) * 50.0
+        assert float(state.rt[0]) - rt == pytest.approx(expected), event
 
 
 def test_byte_counter_drives_increase_and_cnp_resets_it() -> None:

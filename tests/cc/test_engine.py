@@ -226,3 +226,52 @@ def test_jumping_a_calm_stretch_leaves_the_run_where_stepping_would(monkeypatch:
     for name in ("delivered", "sent", "backlog"):
         np.testing.assert_allclose(getattr(jumped, name), getattr(stepped, name), rtol=1e-9, atol=1e-6)
     np.testing.assert_allclose(jumped.rp.rc, stepped.rp.rc, rtol=1e-9)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.25])
+def test_a_shared_buffer_gives_each_paused_ingress_its_dynamic_share(alpha: float) -> None:
+    """Dynamic thresholds (Choudhury and Hahne, IEEE/ACM ToN 1998): an ingress may hold alpha x the
+    pool's free space, so N ingresses congested together settle at x = alpha B / (1 + alpha N) each,
+    between XON (3/4 of it here) and XOFF. The switch never holds more than its pool plus headroom."""
+    n, pool = 8, 8e6
+    config = SimConfig(dt_us=1.0, switch_buffer_bytes=pool, dynamic_threshold=alpha)
+    flows = long_flows([(i, 0) for i in range(1, n + 1)], stop_us=1e9)
+    engine = Engine(single_bottleneck(n, 40.0), flows, NO_ECN, config)
+    engine.run(2_000.0)
+    held = []
+    while engine.now_us < 4_000.0:
+        engine.run(engine.now_us + 5.0)
+        held.append(engine.backlog[0, :n, 0].copy())  # one flow per sender: its ingress's bytes
+    per_ingress = np.array(held)
+    share = alpha * pool / (1 + alpha * n)
+    assert 0.7 * share < per_ingress.mean() < 1.05 * share
+    headroom = float(engine.net.key_headroom.max())
+    assert per_ingress.sum(axis=1).max() <= pool * alpha * n / (1 + alpha * n) + n * headroom
+    assert run_metrics(engine).drops_bytes == 0
+
+
+def test_a_lone_ingress_stops_at_the_static_xoff_when_the_pool_is_large() -> None:
+    params = dataclasses.replace(NO_ECN, xoff_bytes=500_000, xon_bytes=400_000)
+    config = SimConfig(dt_us=1.0, switch_buffer_bytes=64e6)
+    flows = long_flows([(1, 0), (2, 0)], stop_us=1e9)
+    engine = Engine(single_bottleneck(2, 40.0), flows, params, config)
+    engine.run(3_000.0)
+    headroom = float(engine.net.key_headroom.max())
+    assert engine.backlog[0, :2, 0].max() <= 500_000 + headroom
+    assert engine.backlog[0, :2, 0].max() > 400_000 * 0.5
+
+
+def test_a_lossy_queue_tail_drops_at_its_dynamic_share_of_the_pool() -> None:
+    """A lone lossy egress queue may hold alpha x (pool - what it holds): x = alpha B / (1 + alpha),
+    half the pool at alpha = 1, below the static ``lossy_buffer_bytes``."""
+    pool = 2e6
+    config = SimConfig(dt_us=1.0, pfc=False, lossy_buffer_bytes=6e6, switch_buffer_bytes=pool)
+    flows = long_flows([(i, 0) for i in range(1, 5)], stop_us=1e9)
+    engine = Engine(single_bottleneck(4), flows, NO_ECN, config)
+    queued = []
+    while engine.now_us < 1_000.0:
+        engine.run(engine.now_us + 5.0)
+        queued.append(float(engine.standing_queues()[0].max()))
+    assert engine.recorder.drops[0] > 0
+    arriving = 4 * 200e3 / 8  # bytes four 200G senders bring in one 1 µs step
+    assert pool / 2 - arriving < max(queued[50:]) <= pool / 2 + arriving
