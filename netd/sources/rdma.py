@@ -14,6 +14,7 @@ never hides the other counters: it is left out and named in
 from __future__ import annotations
 
 import fnmatch
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
 from netd.sources.sysfs_io import PreadCache, list_dir, read_text, stat_identity
 
-__all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state"]
+__all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"]
 
 _U64_MAX = (1 << 64) - 1
 _SOURCE = "rdma"
@@ -60,7 +61,28 @@ def parse_state(text: str | None) -> str | None:
 
 
 def parse_rate(text: str | None) -> float | None:
-    """``"200 Gb/sec (2X NDR)"`` -> ``200.0``; ``"2.5 Gb/sec (1X SDR)"`` -> ``2.5``."""
+    """``"200 Gb/sec (2X NDR)"`` -> ``200.0``; ``"2.5 Gb/sec (1X SDR)"`` -> ``2.5``; None for anything
+    that is not a finite, non-negative number (see :func:`rate_problem`)."""
+    return None if rate_problem(text) else _rate_number(text)
+
+
+def rate_problem(text: str | None) -> str | None:
+    """Why a ``rate`` attribute is not a usable speed, or None. ``float()`` accepts ``inf``, ``nan``
+    and ``-1``; a speed that is any of those would open (and never close) a speed-change finding and
+    poison every ratio to line rate, so they are absent with a reason."""
+    if not text:
+        return None
+    value = _rate_number(text)
+    if value is None:
+        return f"not a number: {text[:40]!r}"
+    if not math.isfinite(value):
+        return "not finite"
+    if value < 0:
+        return "negative"
+    return None
+
+
+def _rate_number(text: str | None) -> float | None:
     try:
         return float(text.split()[0]) if text else None
     except ValueError:
@@ -263,6 +285,10 @@ class RdmaSysfs:
                 continue
             counters[f.key] = _counter(f, value)
         self.files_read += len(port.files)
+        rate_text = self._attr(port.attrs + "rate")
+        problem = rate_problem(rate_text)
+        if problem:
+            errors.append(f"rate: {problem}")
         return PortSample(
             device=device,
             port=port.port,
@@ -270,7 +296,7 @@ class RdmaSysfs:
             link_layer=port.link_layer,
             state=parse_state(self._attr(port.attrs + "state")),
             phys_state=parse_state(self._attr(port.attrs + "phys_state")),
-            rate_gbps=parse_rate(self._attr(port.attrs + "rate")),
+            rate_gbps=None if problem else _rate_number(rate_text),
             gid_types=port.gid_types,
             driver=driver,
             counters=frozen_map(counters),

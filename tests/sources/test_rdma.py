@@ -102,6 +102,10 @@ def test_parse_state(text: str | None, state: str | None) -> None:
         ("garbage", None),
         ("", None),
         (None, None),
+        # float() accepts these; a speed cannot be any of them
+        ("inf Gb/sec", None),
+        ("nan Gb/sec", None),
+        ("-1 Gb/sec", None),
     ],
 )
 def test_parse_rate(text: str | None, rate: float | None) -> None:
@@ -279,6 +283,20 @@ def test_hostile_values_are_absent_with_a_reason(
     assert len(p.read_errors) == 1 and p.read_errors[0].startswith(f"{group}/{raw}: ")
     assert reason in p.read_errors[0]
     assert len(p.counters) == 51 and p.by_name()["ecn_marked"].value == 9  # the others are intact
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"), [("inf", "not finite"), ("nan", "not finite"), ("-100", "negative")]
+)
+def test_hostile_rate_is_absent_with_a_reason(
+    tree: SysfsTree, source: RdmaSysfs, text: str, reason: str
+) -> None:
+    tree.add_device(MLX5_0)
+    (tree.port_dir("mlx5_0", 1) / "rate").write_text(f"{text} Gb/sec (4X HDR)\n")
+    p = _port(source.read(), "mlx5_0")
+    assert p.rate_gbps is None
+    assert p.read_errors == (f"rate: {reason}",)
+    assert len(p.counters) == 52  # the counters are intact
 
 
 def _replace_with_dangling_symlink(path: Path) -> None:
