@@ -2,7 +2,8 @@
 
 Each tick: one listdir of the class directory, one stat per device before
 and after reading it, and one ``pread`` per attribute and counter file on a
-descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`). What
+descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`) while the
+descriptor budget lasts, open-pread-close beyond it. What
 changes rarely (the port list, the counter file names and their meaning, the
 netdev, GID types, link layer, driver) is the device's *layout*, scanned again
 every ``rescan_interval_s`` or at once when the device directory changes
@@ -24,7 +25,7 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
-from netd.sources.sysfs_io import PreadCache, list_dir, read_text, stat_identity
+from netd.sources.sysfs_io import DEFAULT_MAX_OPEN, PreadCache, list_dir, read_text, stat_identity
 
 __all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"]
 
@@ -133,12 +134,15 @@ class RdmaSysfs:
         include: Sequence[str] = ("*",),
         exclude: Sequence[str] = (),
         rescan_interval_s: float = 30.0,
+        max_open: int = DEFAULT_MAX_OPEN,
     ) -> None:
         self._root = Path(sysfs) / "class" / "infiniband"
         self._include = tuple(include)
         self._exclude = tuple(exclude)
         self._rescan = rescan_interval_s
-        self._cache = PreadCache(_SOURCE)
+        # Files of the real /sys are never replaced; a replayed or emulated tree's may be (by rename),
+        # and a kept descriptor would then read a frozen value: check those (sysfs_io, Replayed trees).
+        self._cache = PreadCache(_SOURCE, max_open, verify=Path(sysfs).resolve() != Path("/sys"))
         self._layouts: dict[str, _Layout] = {}
         self.files_read = 0  # counter files read by the last read()
         self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
@@ -147,6 +151,11 @@ class RdmaSysfs:
     def opens(self) -> int:
         """Descriptors opened so far; steady across ticks once every file is open."""
         return self._cache.opens
+
+    @property
+    def open_descriptors(self) -> int:
+        """Descriptors kept open now: at most the budget, whatever the number of ports."""
+        return len(self._cache)
 
     def devices(self) -> list[str]:
         """Names of the RDMA devices present now that pass the include/exclude patterns."""
