@@ -19,6 +19,7 @@ from typing import Protocol
 
 from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
+from netd.daemon.health import TickRecorder
 from netd.daemon.state import PublishedState
 from netd.detect.service import Detection, wait_running_fast_path
 from netd.series.tracker import SeriesTracker
@@ -78,6 +79,7 @@ class Daemon:
         self._tracker = SeriesTracker()
         self._errors: Tally[str] = Tally()
         self._ticks = 0
+        self._health = TickRecorder()
         self._state: PublishedState | None = None
         self.started_at = clock()
 
@@ -107,6 +109,7 @@ class Daemon:
         self._state = dataclasses.replace(st, anomalies=det.fast_sample())
 
     def tick(self) -> PublishedState:
+        started = self._clock()
         if self.emulator is not None:
             self._advance_emulator(max(self.interval_s - self._fast_advanced, 0.0))
             self._fast_advanced = 0.0
@@ -119,6 +122,10 @@ class Daemon:
         anomalies = self.detection.on_observation(obs) if self.detection is not None else None
         congestion = self.scorer.update(host_inputs(obs, topo, anomalies), snap.timestamp)  # storms count
         self._ticks += 1
+        det = self.detection
+        fast = det.state().fast_samples if det is not None and det.fast_interval_s > 0 else None
+        done = self._clock()
+        self._health.finished(done - started, done, fast)
         self._state = PublishedState(
             observation=obs,
             source_errors=dict(self._errors),
@@ -126,6 +133,8 @@ class Daemon:
             topology=topo,
             congestion=congestion,
             anomalies=anomalies,
+            health=self._health.health(),
+            counter_events=dict(self._tracker.events),
         )
         return self._state
 
@@ -137,13 +146,15 @@ class Daemon:
         next_at = self._clock() + self.interval_s
         fast = self.detection.fast_interval_s if self.detection is not None else 0.0
         while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
+            self._health.started(next_at, self._clock(), self.interval_s)
             try:
                 self.tick()
             except Exception:  # the loop outlives any single bad tick
                 log.exception("tick failed")
             next_at += self.interval_s
             now = self._clock()
-            if next_at < now:  # we fell behind (slow source, suspended VM): realign
+            if next_at < now:  # we fell behind (slow source, suspended VM): realign, count the gap
+                self._health.skipped(int((now - next_at) // self.interval_s) + 1)
                 next_at = now + self.interval_s
 
     def close(self) -> None:
