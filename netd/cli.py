@@ -51,7 +51,13 @@ COMMANDS: tuple[str, ...] = (
     "netd.lab.cli",
     "netd.tuning.cli",
 )
-BENCHES: tuple[str, ...] = ("netd.bench.bpf", "netd.bench.detect", "netd.nccl.cli", "netd.bench.api")
+BENCHES: tuple[str, ...] = (
+    "netd.bench.bpf",
+    "netd.bench.detect",
+    "netd.bench.footprint",
+    "netd.nccl.cli",
+    "netd.bench.api",
+)
 
 
 def common_options(p: argparse.ArgumentParser, listen: bool = True) -> None:

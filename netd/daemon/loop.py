@@ -70,6 +70,7 @@ class Daemon:
         self.collector = collector
         self.detection = detection  # anomaly detection (netd.detect.service), with its PFC fast path
         self._fast_advanced = 0.0  # emulated seconds the fast path advanced since the last tick
+        self._scheduled_step: float | None = None  # the fast-path interval the loop is waiting out
         self.topology = topology
         self.scorer = scorer or CongestionScorer()
         self.interval_s = interval_s
@@ -104,8 +105,11 @@ class Daemon:
         if st is None or det is None:
             return
         if self.emulator is not None:
-            self._advance_emulator(det.fast_interval_s, fast=True)
-            self._fast_advanced += det.fast_interval_s
+            # the step the loop waited for this sample (adaptive), or the current one when called directly
+            step = self._scheduled_step if self._scheduled_step is not None else det.fast_interval_s
+            self._scheduled_step = None
+            self._advance_emulator(step, fast=True)
+            self._fast_advanced += step
         self._state = dataclasses.replace(st, anomalies=det.fast_sample())
 
     def tick(self) -> PublishedState:
@@ -144,7 +148,7 @@ class Daemon:
             topo = threading.Thread(target=self.topology.run, args=(stop,), name="netd-topology", daemon=True)
             topo.start()
         next_at = self._clock() + self.interval_s
-        fast = self.detection.fast_interval_s if self.detection is not None else 0.0
+        fast = self._next_fast_step if self.detection is not None else 0.0  # adaptive: asked every sample
         while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
             self._health.started(next_at, self._clock(), self.interval_s)
             try:
@@ -156,6 +160,11 @@ class Daemon:
             if next_at < now:  # we fell behind (slow source, suspended VM): realign, count the gap
                 self._health.skipped(int((now - next_at) // self.interval_s) + 1)
                 next_at = now + self.interval_s
+
+    def _next_fast_step(self) -> float:
+        assert self.detection is not None
+        self._scheduled_step = self.detection.fast_interval_s
+        return self._scheduled_step
 
     def close(self) -> None:
         self.collector.close()

@@ -122,7 +122,23 @@ class CounterTrack:
     ) -> tuple[DeltaKind, float | None]:
         """Take one reading ``dt`` seconds after the previous one; ``(kind, rate)`` with the rate per
         second over the interval it covers, None when unknown."""
-        if self.held is not None:
+        if self.held is None:
+            # The common case inline (thousands of counters per tick): a plausible increase below
+            # the top of a saturating counter's range.
+            delta = value - self.raw
+            if (
+                delta >= 0
+                and (
+                    ceiling is None
+                    or dt is None
+                    or delta <= ceiling * (dt if dt > _MIN_SPAN_S else _MIN_SPAN_S)
+                )
+                and (overflow is Overflow.WRAP or value < ((1 << width) - 1) * scale)
+            ):
+                self.raw = value
+                self.total += delta
+                return DeltaKind.NORMAL, delta / dt if dt else None
+        else:
             return self._judge_held(value, dt, ceiling, width, overflow, scale)
         delta, kind = counter_delta(self.raw, value, width=width, overflow=overflow, scale=scale)
         if kind is DeltaKind.SATURATED:

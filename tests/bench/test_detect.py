@@ -41,7 +41,10 @@ def test_short_trace_every_fault_found_nothing_else() -> None:
     trace = Trace(
         "short", 40.0, ScheduledWorkload([(0.0, 40.0, "allreduce", ring())], sim_ms_per_s=2.0), faults
     )
-    cfg = load_config(None, environ={}).detect
+    # a fixed 0.1 s cadence, so the number of fast samples is known exactly
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": 0.1, "fast_calm_interval": 0}
+    )
     run = run_trace(trace, cfg, sim_ms_per_s=2.0, seed=5)
     rows = {
         r["kind"]: r
