@@ -138,3 +138,23 @@ def test_tracker_ethtool_rates_and_non_increasing_time():
     same = tracker.update(_snap(0.5, {}, {"rx_prio3_pause": 30}))
     assert same.interval_s is None and same.netdevs["eth0"].rates == {}
     assert same.netdevs["eth0"].totals["rx_prio3_pause"] == 30
+
+
+def test_a_32_bit_counter_read_beyond_its_width_once_through_the_real_source(tmp_path) -> None:
+    """The reported bug: out_of_sequence (32-bit) read 2**32 + x once gave -1.86e19/s and a total that
+    dropped. Now the odd reading is held and discarded, and the total only grows."""
+    from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
+    from netd.sources.rdma import RdmaSysfs
+
+    with SysfsTree(tmp_path) as tree:
+        tree.add_device(DeviceSpec("mlx5_0"))
+        source, tracker = RdmaSysfs(tree.root), SeriesTracker()
+        seen = []
+        for t, value in enumerate((1000, W32 + 1100, 1200, 1300)):
+            tree.set_counters("mlx5_0", 1, {"out_of_sequence": value})
+            (port,) = source.read(float(t))
+            snap = Snapshot(timestamp=1000.0 + t, monotonic=float(t), host="h", ports=(port,))
+            view = tracker.update(snap).ports[0]
+            seen.append((view.totals["out_of_sequence"], view.rates.get("out_of_sequence")))
+        source.close()
+    assert seen == [(1000, None), (1000, None), (1200, 100.0), (1300, 100.0)]
