@@ -24,7 +24,7 @@ from netd.emulated.traces import fault_trace, glitch_trace, healthy_trace
 from netd.errors import BenchError
 
 __all__ = ["bench_detect", "register_bench"]
-TARGETS = {"precision": 0.95, "recall": 0.95, "pfc_storm_median_latency_s": 0.3, "other_latency_ticks": 2}
+TARGETS = {"precision": 0.95, "recall": 0.95, "pfc_storm_median_latency_s": 0.1, "other_latency_ticks": 2}
 LABELLED_KINDS = (
     "pfc_storm",
     "pause_storm",
