@@ -38,3 +38,42 @@ def test_fast_path_achieved_interval_and_skips() -> None:
     off.finished(0.01, at=1.0, fast_samples=None)
     off.finished(0.01, at=2.0, fast_samples=None)
     assert off.health().fast_achieved_interval_s is None
+
+
+def test_the_loop_counts_skipped_and_late_ticks(mlx5_host) -> None:
+    """A daemon whose ticks overrun their interval (on an injected clock: each tick moves it 0.12 s on,
+    against a 0.05 s interval) counts the slots it skipped; every tick is in the histogram."""
+    import threading
+    import time
+
+    from netd.daemon.loop import Daemon
+    from netd.sources.collect import Sampler
+
+    root, _ = mlx5_host
+    offset = [0.0]
+
+    class SlowDaemon(Daemon):
+        def tick(self):  # type: ignore[no-untyped-def]
+            offset[0] += 0.12  # the clock jumps as if collecting took 0.12 s
+            return super().tick()
+
+    daemon = SlowDaemon(
+        Sampler(root, ethtool_backend="files"), 0.05, clock=lambda: time.monotonic() + offset[0]
+    )
+    stop = threading.Event()
+    loop = threading.Thread(target=daemon.run, args=(stop,))
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20
+        while (daemon.state() is None or daemon.state().ticks < 5) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        loop.join(10)
+        daemon.close()
+    st = daemon.state()
+    assert st is not None and st.ticks >= 5
+    # every tick overran its slot by 0.07 s or more: at least 2 slots of 0.05 s skipped after each
+    assert st.health.skipped >= 2 * (st.ticks - 1)
+    assert st.health.count == st.ticks  # every tick's duration is in the histogram
+    assert st.health.late == 0  # after a skip the loop realigns: the next tick is on its new slot
