@@ -59,6 +59,7 @@ COMMANDS: tuple[str, ...] = (
 BENCHES: tuple[str, ...] = (
     "netd.bench.bpf",
     "netd.bench.detect",
+    "netd.bench.footprint",
     "netd.nccl.cli",
     "netd.bench.api",
     "netd.tuning.bench",

@@ -23,6 +23,7 @@ def test_fast_path_in_the_daemon_on_the_emulated_fabric(tmp_path: Path) -> None:
         "fabric": "emulated",
         "interval": 1.0,
         "emulator": {"state_dir": tmp_path / "emu", "sim_ms_per_tick": 5.0},
+        "detect": {"fast_interval": 0.1, "fast_calm_interval": 0.0},  # fixed cadence: exact counts
     }
     cfg = load_config(None, environ={}, overrides=overrides)
     daemon, _ = build_daemon(cfg)
@@ -68,8 +69,9 @@ def test_build_detection_choices(mlx5_host) -> None:
             emulated=False,
         )
         assert no_fast is not None and no_fast.fast_interval_s == 0.0
-        on = build_detection(load_config(None, environ={}, overrides=base), collector, emulated=False)
-        assert on is not None and on.fast_interval_s == 0.1
+        defaults = load_config(None, environ={}, overrides=base)
+        on = build_detection(defaults, collector, emulated=False)
+        assert on is not None and on.fast_interval_s == defaults.detect.fast_calm_interval  # calm so far
         assert on.links is None  # a captured tree is not /sys: its netdevs are not this kernel's
         assert on.pfc_reader is not None and set(on.pfc_reader(["ens1f0np0"])) == {"ens1f0np0"}
     finally:

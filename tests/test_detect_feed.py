@@ -31,6 +31,20 @@ def test_deltas_skip_resets_irrelevant_names_and_a_missed_sample() -> None:
     assert d.update(eth("n0", rx_prio3_pause=20)) == {}  # ...so its next delta would span two: none
 
 
+def test_deltas_hold_a_glitch_back_and_scale_the_recovery() -> None:
+    d = NetdevDeltas()
+    line = {"n0": 100.0}  # 100 Gb/s: at most 2 * 100e9 / 8 / 64 = 3.9e8 pause frames per second
+    d.update(eth("n0", rx_prio3_pause=1000), 1.0, line)
+    assert d.update(eth("n0", rx_prio3_pause=1100), 1.0, line)["n0"][1] == {"rx_prio3_pause": 100.0}
+    assert d.update(eth("n0", rx_prio3_pause=10**12), 1.0, line)["n0"][1] == {}  # held: not seen
+    # the next sample continues from 1100: a glitch, discarded; this interval gets its share
+    assert d.update(eth("n0", rx_prio3_pause=1300), 1.0, line)["n0"][1] == {"rx_prio3_pause": 100.0}
+    # a restart: held, then confirmed, and the restart's interval stays unknown
+    assert d.update(eth("n0", rx_prio3_pause=5), 1.0, line)["n0"][1] == {}
+    assert d.update(eth("n0", rx_prio3_pause=25), 1.0, line)["n0"][1] == {}
+    assert d.update(eth("n0", rx_prio3_pause=30), 1.0, line)["n0"][1] == {"rx_prio3_pause": 5.0}
+
+
 def test_layout_maps_names_to_priority_fields() -> None:
     names = mlx5_ethtool_names((3, 4))
     d = NetdevDeltas()

@@ -39,12 +39,15 @@ def observe(tracker: SeriesTracker, nic: Nic, t: float) -> object:
     return tracker.update(Snapshot(timestamp=1e9 + t, monotonic=t, host="h", ports=(port,), ethtool=ethtool))
 
 
+FIXED = {"fast_interval": 0.1, "fast_calm_interval": 0.0, "pfc_detection_time": 0.2}
+
+
 def test_fast_path_finds_a_storm_between_ticks(caplog: pytest.LogCaptureFixture) -> None:
     now = [0.0]
     events: list[FindingEvent] = []
     nic, tracker = Nic(), SeriesTracker()
     det = Detection(
-        load_config(None, environ={}).detect,
+        load_config(None, environ={}).detect.model_copy(update=FIXED),
         "h",
         pfc_reader=nic.read,
         clock=lambda: now[0],
@@ -69,6 +72,65 @@ def test_fast_path_finds_a_storm_between_ticks(caplog: pytest.LogCaptureFixture)
         "kind=pfc_storm severity=critical host=h device=mlx5_0 port=1 netdev=n0 priority=3"
         in record.getMessage()
     )
+
+
+def test_fast_path_cadence_follows_pause() -> None:
+    """Calm: every fast_calm_interval; fast_interval from the first sample that shows pause until
+    fast_linger seconds after the last one."""
+    now = [0.0]
+    nic, tracker = Nic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": 0.05, "fast_calm_interval": 0.2, "fast_linger": 1.0}
+    )
+    det = Detection(cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0])
+    det.on_observation(observe(tracker, nic, 0.0))
+    assert det.fast_interval_s == 0.2  # no pause seen
+    now[0] = 0.2
+    det.fast_sample()
+    assert det.fast_interval_s == 0.2  # still calm
+    nic.storm(0.05)
+    now[0] = 0.4
+    det.fast_sample()
+    assert det.fast_interval_s == 0.05  # pause: fast
+    now[0] = 1.39
+    det.fast_sample()  # no new pause, but within the linger
+    assert det.fast_interval_s == 0.05
+    now[0] = 1.41
+    assert det.fast_interval_s == 0.2  # a second after the last pause: calm again
+    nic.storm(0.2)
+    det.on_observation(observe(tracker, nic, 2.0))  # the tick's sample counts too
+    assert det.fast_interval_s == 0.05
+    fixed = Detection(cfg.model_copy(update={"fast_calm_interval": 0.0}), "h", pfc_reader=nic.read)
+    assert fixed.fast_interval_s == 0.05  # calm interval 0: never adaptive
+
+
+def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:
+    now = [0.0]
+    taken: list[float] = []
+    steps = iter([0.2, 0.2, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05])
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            now[0] += timeout or 0.0
+            return False
+
+    wait_running_fast_path(1.0, lambda: next(steps), Clock(), lambda: now[0], lambda: taken.append(now[0]))
+    # 0.2, then 0.4 (asked after the first sample: 0.2), then every 0.05 up to the tick's half-slot
+    assert [round(t, 3) for t in taken] == [
+        0.2,
+        0.4,
+        0.45,
+        0.5,
+        0.55,
+        0.6,
+        0.65,
+        0.7,
+        0.75,
+        0.8,
+        0.85,
+        0.9,
+        0.95,
+    ]
 
 
 def test_without_a_reader_there_is_no_fast_path() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from netd.daemon.health import TickRecorder
 from netd.daemon.state import PublishedState
 from netd.exporter import NetdCollector
 from netd.model.snapshot import (
@@ -142,6 +143,40 @@ netd_source_duration_seconds{source="ethtool"} 0.001
 # TYPE netd_source_errors_total counter
 netd_source_errors_total{source="ethtool"} 2.0
 netd_source_errors_total{source="rdma"} 0.0
+# HELP netd_ticks_late_total Ticks that started over 10 % of the interval late.
+# TYPE netd_ticks_late_total counter
+netd_ticks_late_total 1.0
+# HELP netd_ticks_skipped_total Tick slots that passed with no tick (loop behind).
+# TYPE netd_ticks_skipped_total counter
+netd_ticks_skipped_total 2.0
+# HELP netd_tick_processing_seconds Wall time of each tick: collect, series, detection, scoring.
+# TYPE netd_tick_processing_seconds histogram
+netd_tick_processing_seconds_bucket{le="0.001"} 0.0
+netd_tick_processing_seconds_bucket{le="0.0025"} 0.0
+netd_tick_processing_seconds_bucket{le="0.005"} 1.0
+netd_tick_processing_seconds_bucket{le="0.01"} 1.0
+netd_tick_processing_seconds_bucket{le="0.025"} 1.0
+netd_tick_processing_seconds_bucket{le="0.05"} 1.0
+netd_tick_processing_seconds_bucket{le="0.1"} 1.0
+netd_tick_processing_seconds_bucket{le="0.25"} 1.0
+netd_tick_processing_seconds_bucket{le="0.5"} 1.0
+netd_tick_processing_seconds_bucket{le="1"} 1.0
+netd_tick_processing_seconds_bucket{le="2.5"} 1.0
+netd_tick_processing_seconds_bucket{le="5"} 1.0
+netd_tick_processing_seconds_bucket{le="10"} 2.0
+netd_tick_processing_seconds_bucket{le="+Inf"} 2.0
+netd_tick_processing_seconds_count 2.0
+netd_tick_processing_seconds_sum 6.004
+# HELP netd_anomaly_fast_path_achieved_interval_seconds Mean time between PFC samples over the last tick (fast samples and the tick's own).
+# TYPE netd_anomaly_fast_path_achieved_interval_seconds gauge
+netd_anomaly_fast_path_achieved_interval_seconds 0.125
+# HELP netd_counter_events_total What the counter model did to readings, by kind.
+# TYPE netd_counter_events_total counter
+netd_counter_events_total{kind="wrap"} 1.0
+netd_counter_events_total{kind="held"} 0.0
+netd_counter_events_total{kind="discarded"} 0.0
+netd_counter_events_total{kind="reset"} 0.0
+netd_counter_events_total{kind="jump"} 0.0
 """
 
 
@@ -149,7 +184,19 @@ def test_exposition_for_known_snapshots_is_exact():
     tracker = SeriesTracker()
     tracker.update(_snap(0.0, _port(100, 50, W32 - 5, 65535), 10))
     obs = tracker.update(_snap(1.0, _port(300, 70, 10, 65535), 30))
-    state = PublishedState(observation=obs, source_errors={"ethtool": 2}, ticks=2)
+    # one tick of 4 ms, one of 6 s (over the 5 s bucket), one late start, two slots skipped
+    recorder = TickRecorder()
+    recorder.started(slot=0.0, started=0.5, interval_s=1.0)
+    recorder.finished(0.004, at=1.0, fast_samples=0)
+    recorder.skipped(2)
+    recorder.finished(6.0, at=2.0, fast_samples=7)  # 7 fast samples and the tick: 8 in 1 s
+    state = PublishedState(
+        observation=obs,
+        source_errors={"ethtool": 2},
+        ticks=2,
+        health=recorder.health(),
+        counter_events=dict(tracker.events),
+    )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(NetdCollector(lambda: state))
     assert generate_latest(registry).decode() == EXPECTED

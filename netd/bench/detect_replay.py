@@ -4,7 +4,8 @@ For every host of an emulated fabric at once, as the daemon does for one: the fa
 sysfs trees and ethtool captures (with the trace's faults applied), the real sources read them, the
 series layer makes rates, and one :class:`~netd.detect.service.Detection` per host (fast path included)
 evaluates them. Only the clock differs: time is the emulation's — a tick per emulated second,
-fast-path samples in between — so a long trace runs as fast as the CPU allows and latencies are
+fast-path samples in between at each host's own adaptive cadence (the fabric advances from one
+event to the next) — so a long trace runs as fast as the CPU allows and latencies are
 exact. Every finding is recorded with its opening and resolution time for scoring (netd.bench.detect_eval).
 """
 
@@ -33,6 +34,7 @@ from netd.sources.collect import Sampler
 __all__ = ["EPOCH", "TraceRun", "run_trace"]
 
 EPOCH = 1_800_000_000.0  # wall clock of emulation second 0 (only shown, never used for durations)
+_EPS = 1e-9
 
 
 @dataclasses.dataclass
@@ -60,7 +62,6 @@ def run_trace(
     congestion: CongestionConfig | None = None,
 ) -> TraceRun:
     fast = cfg.fast_interval
-    steps = max(1, round(tick_s / fast)) if fast > 0 else 1
     shm = Path("/dev/shm")
     parent = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
     findings: dict[str, Observed] = {}
@@ -105,14 +106,25 @@ def run_trace(
         ]
         tick_cpu = 0.0
         ticks = int(trace.duration_s // tick_s)
+        due = [d.fast_interval_s for d in detections]  # each host's next fast sample (its own cadence)
         try:
-            for _ in range(ticks):
-                for k in range(steps):
-                    fabric.advance(tick_s / steps, sim_ms=sim_ms_per_s * tick_s / steps)
-                    now[0] += tick_s / steps
-                    if k < steps - 1:
-                        for d in detections:
+            for k in range(ticks):
+                tick_at = (k + 1) * tick_s
+                while True:
+                    # the next event: a host's fast sample (the last slot before a tick is the tick's,
+                    # as in the daemon's wait_running_fast_path), else the tick
+                    step = [d.fast_interval_s for d in detections]
+                    pending = [t for t, s in zip(due, step, strict=True) if s > 0 and t <= tick_at - s / 2]
+                    at = min(pending, default=tick_at)
+                    if at > now[0] + _EPS:
+                        fabric.advance(at - now[0], sim_ms=sim_ms_per_s * (at - now[0]))
+                        now[0] = at
+                    if not pending:
+                        break
+                    for h, d in enumerate(detections):
+                        if step[h] > 0 and abs(due[h] - at) <= _EPS:
                             d.fast_sample()
+                            due[h] = at + d.fast_interval_s
                 for c, tracker, scorer, d in zip(collectors, trackers, scorers, detections, strict=True):
                     snap = dataclasses.replace(c.collect(), monotonic=now[0], timestamp=EPOCH + now[0])
                     obs = tracker.update(snap)
@@ -120,6 +132,7 @@ def run_trace(
                     inputs = host_inputs(obs, None, stormed_ports(d.state()))
                     d.on_observation(obs, scorer.update(inputs, snap.timestamp))
                     tick_cpu += time.thread_time() - t0
+                due = [now[0] + d.fast_interval_s for d in detections]
         finally:
             for c in collectors:
                 c.close()

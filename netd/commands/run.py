@@ -23,6 +23,7 @@ from netd.commands.sd_notify import Notifier, WatchdogPinger, watchdog_interval_
 from netd.config.settings import Config
 from netd.congestion.host import scorer_from_config
 from netd.daemon.bpf import bpf_banner, start_bpf
+from netd.daemon.limits import ensure_nofile
 from netd.daemon.loop import Daemon, Emulator
 from netd.detect.service import build_detection
 from netd.emulated.child import EmulatorProcess
@@ -172,6 +173,9 @@ def _serve_once(
     pending: list[Config],
 ) -> int:
     host, port = cfg.listen_address()
+    nofile_warning = ensure_nofile()  # before any descriptor is opened; refuses when far too low
+    if nofile_warning:
+        print(nofile_warning, file=out, flush=True)
     token_configured = load_token(cfg.api.token_file) is not None
     sock = bind(host, port)
     daemon, choice = build_daemon(cfg)

@@ -49,7 +49,12 @@ class DetectConfig(BaseModel):
     enabled: bool = True
     # The PFC fast path: pause/priority counters (ethtool) read this often between ticks; 0 = only
     # at ticks. Each mlx5 statistics read costs firmware commands: see docs/detection.md.
-    fast_interval: float = Field(0.1, ge=0, le=1.0, description="seconds")
+    fast_interval: float = Field(0.05, ge=0, le=1.0, description="seconds")
+    # Adaptive cadence: while no PFC netdev showed pause for fast_linger seconds, sample only every
+    # fast_calm_interval (0 = always fast_interval). The calm interval bounds how late a storm's onset
+    # is seen (about half of it on average): docs/detection.md, The PFC fast path.
+    fast_calm_interval: float = Field(0.075, ge=0, le=1.0, description="seconds")
+    fast_linger: float = Field(2.0, ge=0, le=60, description="seconds")
     max_gap: float = Field(5.0, gt=0, description="seconds; longer sample intervals are not judged")
     history: int = Field(500, ge=0, le=100_000, description="resolved findings kept for the API")
     # A finding that returns within this many seconds of resolving is reopened (same id, not counted
@@ -57,8 +62,9 @@ class DetectConfig(BaseModel):
     reopen_window: float = Field(0.0, ge=0, le=3600, description="seconds")
     netlink: bool = True  # carrier and speed events from the kernel (hardware fabric only)
 
-    # PFC storm, SONiC PFC-watchdog semantics (detection 200 ms, restoration 2 x detection)
-    pfc_detection_time: float = Field(0.2, gt=0, le=60)
+    # PFC storm, SONiC PFC-watchdog semantics with a shorter countdown than its 200 ms default: netd
+    # only alerts (SONiC drops), and should know before the switch acts (restoration stays 400 ms)
+    pfc_detection_time: float = Field(0.05, gt=0, le=60)
     pfc_restoration_time: float = Field(0.4, gt=0, le=600)
     pfc_pause_fraction: float = Field(0.8, gt=0, le=1)
     pfc_tx_progress_packets: int = Field(0, ge=0, description="packets per sample still counted as none")

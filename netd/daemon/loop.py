@@ -19,6 +19,7 @@ from typing import Protocol
 
 from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
+from netd.daemon.health import TickRecorder
 from netd.daemon.state import PublishedState
 from netd.detect.pfc import stormed_ports
 from netd.detect.service import Detection, wait_running_fast_path
@@ -72,6 +73,7 @@ class Daemon:
         self.collector = collector
         self.detection = detection  # anomaly detection (netd.detect.service), with its PFC fast path
         self._fast_advanced = 0.0  # emulated seconds the fast path advanced since the last tick
+        self._scheduled_step: float | None = None  # the fast-path interval the loop is waiting out
         self.topology = topology
         self.scorer = scorer or CongestionScorer()
         self.interval_s = interval_s
@@ -82,6 +84,7 @@ class Daemon:
         self._errors: Tally[str] = Tally()
         self._emulator_problem: str | None = None  # the last failure logged (logged again only when new)
         self._ticks = 0
+        self._health = TickRecorder()
         self._state: PublishedState | None = None
         self.started_at = clock()
 
@@ -118,11 +121,16 @@ class Daemon:
         st, det = self._state, self.detection
         if st is None or det is None:
             return
-        if self.emulator is not None and self._advance_emulator(det.fast_interval_s, fast=True).ok:
-            self._fast_advanced += det.fast_interval_s
+        if self.emulator is not None:
+            # the step the loop waited for this sample (adaptive), or the current one when called directly
+            step = self._scheduled_step if self._scheduled_step is not None else det.fast_interval_s
+            self._scheduled_step = None
+            if self._advance_emulator(step, fast=True).ok:
+                self._fast_advanced += step
         self._state = dataclasses.replace(st, anomalies=det.fast_sample())
 
     def tick(self) -> PublishedState:
+        started = self._clock()
         emulator = None
         if self.emulator is not None:
             emulator = self._advance_emulator(max(self.interval_s - self._fast_advanced, 0.0))
@@ -141,6 +149,10 @@ class Daemon:
         congestion = self.scorer.update(host_inputs(obs, topo, stormed_ports(previous)), snap.timestamp)
         anomalies = self.detection.on_observation(obs, congestion) if self.detection is not None else None
         self._ticks += 1
+        det = self.detection
+        fast = det.state().fast_samples if det is not None and det.fast_interval_s > 0 else None
+        done = self._clock()
+        self._health.finished(done - started, done, fast)
         self._state = PublishedState(
             observation=obs,
             source_errors=dict(self._errors),
@@ -148,6 +160,8 @@ class Daemon:
             topology=topo,
             congestion=congestion,
             anomalies=anomalies,
+            health=self._health.health(),
+            counter_events=dict(self._tracker.events),
         )
         return self._state
 
@@ -157,16 +171,23 @@ class Daemon:
             topo = threading.Thread(target=self.topology.run, args=(stop,), name="netd-topology", daemon=True)
             topo.start()
         next_at = self._clock() + self.interval_s
-        fast = self.detection.fast_interval_s if self.detection is not None else 0.0
+        fast = self._next_fast_step if self.detection is not None else 0.0  # adaptive: asked every sample
         while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
+            self._health.started(next_at, self._clock(), self.interval_s)
             try:
                 self.tick()
             except Exception:  # the loop outlives any single bad tick
                 log.exception("tick failed")
             next_at += self.interval_s
             now = self._clock()
-            if next_at < now:  # we fell behind (slow source, suspended VM): realign
+            if next_at < now:  # we fell behind (slow source, suspended VM): realign, count the gap
+                self._health.skipped(int((now - next_at) // self.interval_s) + 1)
                 next_at = now + self.interval_s
+
+    def _next_fast_step(self) -> float:
+        assert self.detection is not None
+        self._scheduled_step = self.detection.fast_interval_s
+        return self._scheduled_step
 
     def close(self) -> None:
         self.collector.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from netd.congestion.scorer import CongestionReport
+from netd.daemon.health import TickHealth
 from netd.detect.findings import AnomalyState
 from netd.model.topology import Topology
 from netd.series.tracker import Observation
@@ -26,3 +27,5 @@ class PublishedState:
     topology: Topology | None = None  # host port -> ToR -> spine, rails (netd.topology.build)
     congestion: CongestionReport | None = None  # per port/ToR/spine scores (netd.congestion.scorer)
     anomalies: AnomalyState | None = None  # anomaly findings (netd.detect.service)
+    health: TickHealth = field(default_factory=TickHealth)  # cadence of the loop (netd.daemon.health)
+    counter_events: dict[str, int] = field(default_factory=dict)  # counter model events since start

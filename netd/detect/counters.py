@@ -100,7 +100,7 @@ class CounterHealthDetector:
             for raw in sorted(p.saturated):
                 text = (
                     f"{p.device}/{p.port} {raw} is stuck at its maximum (it saturates instead of wrapping): "
-                    "its rate now reads 0 and new errors are invisible; first check the errors it counted "
+                    "its rate is unknown and new errors are invisible; first check the errors it counted "
                     "(cable, optics), then reset it (`perfquery -R`)"
                 )
                 scope = port_scope(host, p, subject=raw)

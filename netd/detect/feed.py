@@ -3,9 +3,10 @@
 Part of the composition layer: it may read the series layer and the ethtool name parser, which the
 detectors themselves may not import (docs/architecture.md, Layers). Two things it adds beyond a conversion:
 
-* **Exact ethtool deltas with resets recognised.** The series layer's netdev rates count a statistic
-  that went backwards as "everything since the reset"; a driver reload would then look like a burst
-  of pause or discards. Here a 64-bit statistic that decreased gives *no* delta (unknown).
+* **Exact ethtool deltas from confirmed readings only.** Each path runs the series layer's counter
+  model on the few statistics detectors read: a statistic that went backwards or jumped beyond the
+  line rate gives *no* delta until the next sample confirms or discards it, and a confirmed reset's
+  interval stays unknown (a driver reload must not look like a burst of pause or discards).
 * **Two independent cadences.** The tick path (everything, once per tick) and the PFC path (pause and
   priority counters, at every tick and every fast-path sample) each keep their own previous sample,
   and a netdev missing from the previous sample of its path gets no delta rather than one that spans
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
 from netd.model.snapshot import EthtoolSample, PortSample, frozen_map
+from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s
 from netd.series.tracker import Observation, PortView
 from netd.vocabulary.ethtool_names import parse_signals
 
@@ -40,11 +42,14 @@ _RELEVANT = re.compile(
 
 
 class NetdevDeltas:
-    """Per-netdev deltas between consecutive samples of one path."""
+    """Per-netdev deltas between consecutive samples of one path, through the counter model
+    (netd.series.counter_model): a statistic that went backwards or jumped beyond what the line rate
+    allows gives no delta until the next sample confirms it (then still none for a reset) or
+    discards it (then the delta of this interval at the rate over both)."""
 
     def __init__(self) -> None:
         self._seq = 0
-        self._prev: dict[str, tuple[int, Mapping[str, int]]] = {}
+        self._prev: dict[str, tuple[int, dict[str, CounterTrack]]] = {}
         self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def _relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
@@ -59,22 +64,45 @@ class NetdevDeltas:
     def has_pfc(self, stats: Mapping[str, int]) -> bool:
         return any(n.endswith("_pause") for n in self._relevant(stats))
 
-    def update(self, samples: Mapping[str, EthtoolSample]) -> dict[str, tuple[_Layout, dict[str, float]]]:
-        """Netdev -> (what its names mean, deltas of the relevant stats) for netdevs that were in the
-        previous sample of this path too."""
+    def update(
+        self,
+        samples: Mapping[str, EthtoolSample],
+        dt: float | None = None,
+        line_gbps: Mapping[str, float | None] | None = None,
+    ) -> dict[str, tuple[_Layout, dict[str, float]]]:
+        """Netdev -> (what its names mean, deltas of the relevant stats over the last ``dt`` seconds)
+        for netdevs that were in the previous sample of this path too."""
         self._seq += 1
         out: dict[str, tuple[_Layout, dict[str, float]]] = {}
         for netdev, sample in samples.items():
             stats = sample.stats
+            names = self._relevant(stats)
             prev = self._prev.get(netdev)
-            if prev is not None and prev[0] == self._seq - 1:
-                old, names = prev[1], self._relevant(stats)
-                deltas = {n: float(stats[n] - old[n]) for n in names if n in old and stats[n] >= old[n]}
-                out[netdev] = (_layout(names), deltas)
-            self._prev[netdev] = (self._seq, stats)
+            if prev is None or prev[0] != self._seq - 1:
+                self._prev[netdev] = (self._seq, {n: CounterTrack(stats[n]) for n in names})
+                continue
+            tracks = prev[1]
+            gbps = None if line_gbps is None else line_gbps.get(netdev)
+            deltas: dict[str, float] = {}
+            for n in names:
+                track = tracks.get(n)
+                if track is None:
+                    tracks[n] = CounterTrack(stats[n])
+                    continue
+                before = track.total
+                kind, rate = track.step(stats[n], dt, ceiling_per_s(n, gbps))
+                if kind in _COUNTABLE:
+                    deltas[n] = float(track.total - before)
+                elif kind is DeltaKind.DISCARDED and rate is not None and dt:
+                    deltas[n] = rate * dt  # a glitch between: this interval's share of both
+            self._prev[netdev] = (self._seq, tracks)
+            out[netdev] = (_layout(names), deltas)
         for gone in [n for n, (seq, _) in self._prev.items() if seq != self._seq]:
             del self._prev[gone]
         return out
+
+
+_COUNTABLE = (DeltaKind.NORMAL, DeltaKind.WRAP)
 
 
 # PriorityCounters field -> (EthtoolSignals field, direction)
@@ -132,15 +160,16 @@ _NONE = _Layout((), None, None)
 
 
 def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
-    """Vocabulary name -> delta; first reading per name wins (PMA before hw_counters). Saturated
-    counters have no known delta and are left out; so is everything on a port where one reset."""
+    """Vocabulary name -> delta; first reading per name wins (PMA before hw_counters). Counters
+    without a known rate (saturated, held back by the counter model) are left out, and so is every
+    wrap on a port where another counter went backwards in the same tick."""
     out: dict[str, float] = {}
-    if dt is None or view.resets:
-        # Counters that went backwards mean a device or driver reset; a 32-bit q-counter that reset
-        # from high up is indistinguishable from a wrap on its own, so nothing of this port is trusted
-        # for this tick.
+    if dt is None:
         return out
-    unknown = view.saturated
+    # A 32-bit q-counter that restarted from high up is indistinguishable from a wrap on its own;
+    # when other counters of the port are held (a device or driver reset shows as every counter
+    # going backwards), the wrap is not believed.
+    unknown = view.saturated | view.wrapped if view.held else view.saturated
     seen: set[str] = set()
     for raw, c in view.sample.counters.items():
         if c.name in seen:
@@ -167,11 +196,14 @@ class DetectFeed:
 
     _pfc_netdevs: tuple[str, ...] = ()
 
+    def _line_rates(self) -> dict[str, float | None]:
+        return {p.netdev: p.rate_gbps for p in self._ports if p.netdev}
+
     def tick_input(self, obs: Observation, link_changes: Iterable[LinkChange] = ()) -> DetectInput:
         snap = obs.snapshot
         self.host = snap.host
-        deltas = self._tick.update(snap.ethtool)
         self._ports = snap.ports
+        deltas = self._tick.update(snap.ethtool, obs.interval_s, self._line_rates())
         rdma_netdevs = {p.netdev for p in snap.ports}
         self._pfc_netdevs = tuple(
             sorted(n for n, s in snap.ethtool.items() if n in rdma_netdevs and self._tick.has_pfc(s.stats))
@@ -219,7 +251,8 @@ class DetectFeed:
     ) -> DetectInput:
         dt = None if self._last_pfc is None else monotonic - self._last_pfc
         self._last_pfc = monotonic
-        deltas = self._pfc.update(samples)
+        dt = dt if dt and dt > 0 else None
+        deltas = self._pfc.update(samples, dt, self._line_rates())
         ports = []
         for p in self._ports:
             got = deltas.get(p.netdev or "")
@@ -242,7 +275,7 @@ class DetectFeed:
             self.host,
             monotonic,
             timestamp,
-            dt if dt and dt > 0 else None,
+            dt,
             tuple(ports),
             tuple(link_changes),
         )

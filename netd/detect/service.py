@@ -27,7 +27,7 @@ from netd.congestion.scorer import CongestionReport
 from netd.detect.engine import DetectionEngine
 from netd.detect.feed import DetectFeed
 from netd.detect.findings import AnomalyState, FindingEvent, Severity
-from netd.detect.inputs import LinkChange, PortCongestion
+from netd.detect.inputs import DetectInput, LinkChange, PortCongestion
 from netd.errors import SourceError
 from netd.model.snapshot import EthtoolSample
 from netd.series.tracker import Observation
@@ -117,12 +117,20 @@ class Detection:
         self._listener = listener  # sees every lifecycle event (the benchmark scores them)
         self._fast_samples = 0
         self._fast_cpu = 0.0
+        self._active_until = float("-inf")  # fast cadence until then (pause was seen)
         self._state = self._with_costs(self.engine.state())
 
     @property
     def fast_interval_s(self) -> float:
-        """Seconds between fast-path samples; 0 when off (no reader, or configured off)."""
-        return self.cfg.fast_interval if self.pfc_reader is not None else 0.0
+        """Seconds until the next fast-path sample; 0 when off (no reader, or configured off).
+
+        Adaptive: ``fast_interval`` while some PFC netdev showed pause within the last
+        ``fast_linger`` seconds, ``fast_calm_interval`` otherwise (when that is longer)."""
+        fast = self.cfg.fast_interval if self.pfc_reader is not None else 0.0
+        calm = self.cfg.fast_calm_interval
+        if fast <= 0 or calm <= fast or self._clock() < self._active_until:
+            return fast
+        return calm
 
     def state(self) -> AnomalyState:
         return self._state
@@ -136,6 +144,7 @@ class Detection:
             tick = dataclasses.replace(tick, congestion=port_congestion(congestion, obs.snapshot.host))
         snap = obs.snapshot
         pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
+        self._note_pause(pfc)
         self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
         return self._publish()
 
@@ -149,10 +158,19 @@ class Detection:
                 log.debug("fast-path read failed", exc_info=True)
                 samples = {}
             inp = self.feed.pfc_input(samples, self._clock(), self._wall(), self._link_changes())
+            self._note_pause(inp)
             self._emit(self.engine.evaluate(inp))
         self._fast_samples += 1
         self._fast_cpu += time.thread_time() - start
         return self._publish()
+
+    def _note_pause(self, inp: DetectInput) -> None:
+        """Any pause frame or pause time on any PFC priority keeps the fast cadence for a while."""
+        for p in inp.ports:
+            for c in p.priorities:
+                if c.rx_pause_frames or c.tx_pause_frames or c.rx_pause_us or c.tx_pause_us:
+                    self._active_until = inp.monotonic + self.cfg.fast_linger
+                    return
 
     def close(self) -> None:
         if self.links is not None:
@@ -206,17 +224,20 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
 
 def wait_running_fast_path(
     until: float,
-    fast_s: float,
+    fast_s: float | Callable[[], float],
     stop: threading.Event,
     clock: Callable[[], float],
     sample: Callable[[], None],
 ) -> bool:
     """Wait until ``until`` (True when ``stop`` was set), taking a fast-path sample every ``fast_s``
-    meanwhile; the last slot before ``until`` is left to the tick itself, and slots missed while a
-    sample ran late are skipped, not bunched."""
-    if fast_s > 0:
-        slot = clock() + fast_s
-        while slot <= until - fast_s / 2:
+    meanwhile (a callable is asked again after every sample: the adaptive cadence); the last slot
+    before ``until`` is left to the tick itself, and slots missed while a sample ran late are
+    skipped, not bunched."""
+    interval = fast_s if callable(fast_s) else (lambda: fast_s)
+    step = interval()
+    if step > 0:
+        slot = clock() + step
+        while slot <= until - step / 2:
             if stop.wait(max(0.0, slot - clock())):
                 return True
             try:
@@ -224,7 +245,10 @@ def wait_running_fast_path(
             except Exception:  # like a tick: the loop outlives a bad sample
                 log.exception("fast-path sample failed")
             now = clock()
-            slot += fast_s
+            step = interval()
+            if step <= 0:
+                break
+            slot += step
             while slot < now:
-                slot += fast_s
+                slot += step
     return stop.wait(max(0.0, until - clock()))

@@ -13,8 +13,11 @@ __all__ = [
     "CnpShift",
     "CounterSaturation",
     "CounterStall",
+    "DriverReset",
     "LinkFlap",
     "LossBurst",
+    "RateGlitch",
+    "ReadGlitch",
     "SpreadingVictim",
     "StuckReceiver",
 ]
@@ -193,3 +196,100 @@ class CounterStall(Fault):
             Label("counter_stalled", self.host, self.port, self.start_s, self.end_s, subject=vocab)
             for _, vocab in self.counters
         ]
+
+
+# -- bad reads: nothing to detect -----------------------------------------------------------------
+# Each of these misleads one read of one counter (or the port's `rate`) the way a firmware hiccup or
+# a driver reload does. The counter model must absorb it (docs/metrics.md, Counter rules): the
+# traces carry no label for them, so any finding they cause is a false alarm, except the read error
+# an unparsable `rate` truthfully raises.
+
+
+@dataclass
+class ReadGlitch(Fault):
+    """One read of ``counter`` shows a wrong value; the counter keeps counting underneath.
+
+    ``mode``: ``back`` (half the true value: a step backwards), ``spike`` (2^40 too high) or
+    ``over32`` (a 32-bit q-counter reading 2^32 too high, beyond its width). The window should cover
+    exactly one read (a slice ending at a tick)."""
+
+    counter: str = "np_ecn_marked_roce_packets"
+    ethtool: bool = False
+    mode: str = "spike"
+    _true: int | None = None
+    _bad: int = 0
+
+    def touches(self, start_s: float, wall_s: float) -> bool:
+        return self.start_s <= start_s + wall_s < self.end_s or self._true is not None
+
+    def edit_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float, ov: float) -> None:
+        hw, eth = fabric.counters(self.host, self.port)
+        values = eth if self.ethtool else hw
+        if self.start_s <= start_s + wall_s < self.end_s:
+            if self._true is None:
+                self._true = true = values.get(self.counter, 0)
+                bad = {"back": true // 2, "spike": true + (1 << 40), "over32": true + _Q32}[self.mode]
+                values[self.counter] = self._bad = bad
+        elif self._true is not None:
+            # What was counted since the bad read, on top of the true value (a 32-bit counter is
+            # already back in its width: the emulator wraps it).
+            if self.mode == "over32":
+                values[self.counter] %= _Q32
+            else:
+                values[self.counter] = self._true + values[self.counter] - self._bad
+            self._true = None
+
+    def labels(self) -> list[Label]:
+        return []
+
+
+@dataclass
+class DriverReset(Fault):
+    """A driver reload: every counter of the port (RDMA and ethtool) restarts from zero and counts on."""
+
+    _done: bool = False
+
+    def touches(self, start_s: float, wall_s: float) -> bool:
+        return not self._done and start_s + wall_s >= self.start_s
+
+    def edit_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float, ov: float) -> None:
+        for values in fabric.counters(self.host, self.port):
+            for name in values:
+                values[name] = 0
+        self._done = True
+
+    def labels(self) -> list[Label]:
+        return []
+
+
+@dataclass
+class RateGlitch(Fault):
+    """The port's ``rate`` attribute reads ``text`` (``inf``, ``nan``, a negative number) for one read:
+    absent with a reason, so the one finding it may raise is ``counter_read_error``."""
+
+    text: str = "inf Gb/sec (4X HDR)"
+    _saved: str | None = None
+
+    def touches(self, start_s: float, wall_s: float) -> bool:
+        return self.start_s <= start_s + wall_s < self.end_s or self._saved is not None
+
+    def edit_counters(self, fabric: EmulatedFabric, start_s: float, wall_s: float, ov: float) -> None:
+        path = (
+            fabric.host_root(self.host)
+            / "class"
+            / "infiniband"
+            / f"mlx5_{self.port}"
+            / "ports"
+            / "1"
+            / "rate"
+        )
+        if self.start_s <= start_s + wall_s < self.end_s:
+            if self._saved is None:
+                self._saved = path.read_text()
+                path.write_text(self.text + "\n")
+        elif self._saved is not None:
+            path.write_text(self._saved)
+            self._saved = None
+
+    def labels(self) -> list[Label]:
+        return [Label("counter_read_error", self.host, self.port, self.start_s, self.end_s)]

@@ -12,6 +12,9 @@ Time is emulation seconds; the fabric model runs ``sim_ms_per_s`` of fabric time
   (loss burst, link flaps, a saturated counter, stalled counters, a CNP baseline shift, a spreading
   victim). Traffic stays inside
   each ToR so that a fault in one ToR cannot spill into another's ground truth through the spine.
+* :func:`glitch_trace` — the healthy workload with bad reads (netd.emulated.fault_kinds: a step
+  backwards, a 2^40 spike, a 32-bit counter read beyond its width, a driver reset, a `rate` of
+  ``inf``/``nan``/negative): nothing to detect but the read error of an unparsable `rate`.
 """
 
 from __future__ import annotations
@@ -26,14 +29,17 @@ from netd.emulated.fault_kinds import (
     CnpShift,
     CounterSaturation,
     CounterStall,
+    DriverReset,
     LinkFlap,
     LossBurst,
+    RateGlitch,
+    ReadGlitch,
     SpreadingVictim,
     StuckReceiver,
 )
 from netd.emulated.faults import Fault, Label
 
-__all__ = ["ScheduledWorkload", "Trace", "fault_trace", "healthy_trace"]
+__all__ = ["GLITCHES", "ScheduledWorkload", "Trace", "fault_trace", "glitch_trace", "healthy_trace"]
 
 HostPort = tuple[int, int]
 Flows = tuple[Flow, ...]
@@ -64,6 +70,7 @@ class Trace:
     workload: ScheduledWorkload
     faults: list[Fault]
     congestion: list[Label] = field(default_factory=list)
+    fault_names: list[str] = field(default_factory=list)  # what each fault is, where a trace names them
 
     def labels(self) -> list[Label]:
         return self.congestion + [label for f in self.faults for label in f.labels()]
@@ -237,3 +244,73 @@ def _port_fault(
             return None
         return CnpShift(h, p, start, end, cnp_per_s=rng.uniform(1500, 4000))
     return SpreadingVictim(h, p, start, end, pause_fraction=rng.uniform(0.3, 0.7))
+
+
+def _glitch(kind: str, h: int, p: int, at: float) -> Fault:
+    """A bad read visible to exactly the read at ``at`` (a tick: RDMA counters are read only there)."""
+    a, b = at - 0.01, at + 0.01
+    if kind == "ecn_back":
+        return ReadGlitch(h, p, a, b, counter="np_ecn_marked_roce_packets", mode="back")
+    if kind == "rx_back":
+        return ReadGlitch(h, p, a, b, counter="port_rcv_packets", mode="back")
+    if kind == "ecn_spike":
+        return ReadGlitch(h, p, a, b, counter="np_ecn_marked_roce_packets", mode="spike")
+    if kind == "oos_over32":
+        return ReadGlitch(h, p, a, b, counter="out_of_sequence", mode="over32")
+    if kind == "pause_spike":
+        return ReadGlitch(h, p, a, b, counter="rx_prio3_pause", ethtool=True, mode="spike")
+    if kind == "pause_back":
+        return ReadGlitch(h, p, a, b, counter="tx_prio3_pause_duration", ethtool=True, mode="back")
+    if kind == "driver_reset":
+        return DriverReset(h, p, a, b)
+    text = {"rate_inf": "inf", "rate_nan": "nan", "rate_negative": "-200"}[kind]
+    return RateGlitch(h, p, a, b, text=f"{text} Gb/sec (2X NDR)")
+
+
+GLITCHES = (
+    "ecn_back",
+    "rx_back",
+    "ecn_spike",
+    "oos_over32",
+    "pause_spike",
+    "pause_back",
+    "driver_reset",
+    "rate_inf",
+    "rate_nan",
+    "rate_negative",
+)
+
+
+def glitch_trace(
+    seed: int,
+    duration_s: float,
+    *,
+    sim_ms_per_s: float,
+    tors: int = 2,
+    hosts_per_tor: int = 4,
+    ports_per_host: int = 2,
+    gap_s: tuple[float, float] = (3.0, 8.0),
+) -> Trace:
+    """The healthy workload of ``seed`` with a bad read every few seconds on a random port, cycling
+    through :data:`GLITCHES`; a port gets its next one no sooner than 12 s after its last."""
+    rng = random.Random(seed)
+    base = healthy_trace(
+        seed,
+        duration_s,
+        sim_ms_per_s=sim_ms_per_s,
+        tors=tors,
+        hosts_per_tor=hosts_per_tor,
+        ports_per_host=ports_per_host,
+    )
+    ports = [(h, p) for h in range(tors * hosts_per_tor) for p in range(ports_per_host)]
+    free_at: dict[HostPort, float] = {}
+    faults: list[Fault] = []
+    names: list[str] = []
+    t = 10.0
+    while t < duration_s - 10:
+        h, p = rng.choice([hp for hp in ports if free_at.get(hp, 0.0) <= t] or ports)
+        names.append(GLITCHES[len(faults) % len(GLITCHES)])
+        faults.append(_glitch(names[-1], h, p, float(round(t))))
+        free_at[(h, p)] = t + 12.0
+        t += rng.uniform(*gap_s)
+    return Trace("glitches", duration_s, base.workload, faults, fault_names=names)

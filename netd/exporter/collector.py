@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from netd import __version__
@@ -175,3 +175,36 @@ def _self_families(st: PublishedState) -> Iterator[Metric]:
     for source in sorted({s.source for s in snap.sources} | set(st.source_errors)):
         errs.add_metric([source], st.source_errors.get(source, 0))
     yield errs
+    yield from _health_families(st)
+
+
+COUNTER_EVENTS = ("wrap", "held", "discarded", "reset", "jump")
+
+
+def _health_families(st: PublishedState) -> Iterator[Metric]:
+    """The loop's cadence (netd.daemon.health) and what the counter model did (docs/metrics.md)."""
+    h = st.health
+    late = CounterMetricFamily("netd_ticks_late", "Ticks that started over 10 % of the interval late.")
+    late.add_metric([], h.late)
+    yield late
+    skipped = CounterMetricFamily("netd_ticks_skipped", "Tick slots that passed with no tick (loop behind).")
+    skipped.add_metric([], h.skipped)
+    yield skipped
+    hist = HistogramMetricFamily(
+        "netd_tick_processing_seconds", "Wall time of each tick: collect, series, detection, scoring."
+    )
+    hist.add_metric([], h.cumulative(), h.duration_sum_s)
+    yield hist
+    if h.fast_achieved_interval_s is not None:
+        fast = GaugeMetricFamily(
+            "netd_anomaly_fast_path_achieved_interval_seconds",
+            "Mean time between PFC samples over the last tick (fast samples and the tick's own).",
+        )
+        fast.add_metric([], h.fast_achieved_interval_s)
+        yield fast
+    events = CounterMetricFamily(
+        "netd_counter_events", "What the counter model did to readings, by kind.", labels=["kind"]
+    )
+    for kind in COUNTER_EVENTS:
+        events.add_metric([kind], st.counter_events.get(kind, 0))
+    yield events

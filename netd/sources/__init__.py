@@ -9,7 +9,7 @@ __all__, __getattr__, __dir__ = public_face(
     __name__,
     {
         "collect": ("Sampler",),
-        "rdma": ("RdmaSysfs", "parse_counter", "parse_rate", "parse_state"),
+        "rdma": ("RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"),
         "ethtool": (
             "CapturedStatsReader",
             "EthtoolSource",

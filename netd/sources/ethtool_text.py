@@ -113,11 +113,14 @@ class CapturedStatsReader:
     re-read with pread from offset 0 (one call once the size hint fits; mlx5 captures are 10-40 KiB, more
     than sysfs_io.PreadCache's one page). A writer may also replace a file by rename: every read stats the
     path (one cheap syscall) and reopens when (st_dev, st_ino) differs from the open descriptor's.
+    At most ``max_open`` descriptors are kept (netd's descriptor budget, sysfs_io); the captures of
+    further netdevs are read with open-pread-close.
     """
 
-    def __init__(self, root: Path, max_bytes: int = 1 << 20) -> None:
+    def __init__(self, root: Path, max_bytes: int = 1 << 20, max_open: int = 8) -> None:
         self._dir = Path(root) / "ethtool"
         self._max = max_bytes
+        self._max_open = max_open
         self._open: dict[str, _Capture] = {}
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
@@ -138,6 +141,10 @@ class CapturedStatsReader:
             return StatsRead.absent(f"capture {path} is larger than {self._max} bytes")
         return parse_ethtool_text(data.decode("utf-8", "replace"))
 
+    @property
+    def open_descriptors(self) -> int:
+        return len(self._open)
+
     def close(self) -> None:
         for netdev in list(self._open):
             self._drop(netdev)
@@ -148,10 +155,19 @@ class CapturedStatsReader:
         if cap is None or cap.identity != (st.st_dev, st.st_ino):
             self._drop(netdev)
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            self.opens += 1
             fst = os.fstat(fd)
             hint = min(fst.st_size, self._max) + 4096  # never allocate for a hostile giant at once
-            cap = self._open[netdev] = _Capture(fd, (fst.st_dev, fst.st_ino), hint)
-            self.opens += 1
+            cap = _Capture(fd, (fst.st_dev, fst.st_ino), hint)
+            if len(self._open) >= self._max_open:
+                try:
+                    return self._whole(cap)
+                finally:
+                    os.close(fd)
+            self._open[netdev] = cap
+        return self._whole(cap)
+
+    def _whole(self, cap: _Capture) -> bytes:
         size = cap.size_hint
         data = os.pread(cap.fd, size, 0)
         while len(data) == size and size <= self._max:  # maybe more: read again, whole, from 0

@@ -2,7 +2,8 @@
 
 Each tick: one listdir of the class directory, one stat per device before
 and after reading it, and one ``pread`` per attribute and counter file on a
-descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`). What
+descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`) while the
+descriptor budget lasts, open-pread-close beyond it. What
 changes rarely (the port list, the counter file names and their meaning, the
 netdev, GID types, link layer, driver) is the device's *layout*, scanned again
 every ``rescan_interval_s`` or at once when the device directory changes
@@ -14,6 +15,7 @@ never hides the other counters: it is left out and named in
 from __future__ import annotations
 
 import fnmatch
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,9 +25,9 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
-from netd.sources.sysfs_io import PreadCache, list_dir, read_text, stat_identity
+from netd.sources.sysfs_io import DEFAULT_MAX_OPEN, PreadCache, list_dir, read_text, stat_identity
 
-__all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state"]
+__all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"]
 
 _U64_MAX = (1 << 64) - 1
 _SOURCE = "rdma"
@@ -60,7 +62,28 @@ def parse_state(text: str | None) -> str | None:
 
 
 def parse_rate(text: str | None) -> float | None:
-    """``"200 Gb/sec (2X NDR)"`` -> ``200.0``; ``"2.5 Gb/sec (1X SDR)"`` -> ``2.5``."""
+    """``"200 Gb/sec (2X NDR)"`` -> ``200.0``; ``"2.5 Gb/sec (1X SDR)"`` -> ``2.5``; None for anything
+    that is not a finite, non-negative number (see :func:`rate_problem`)."""
+    return None if rate_problem(text) else _rate_number(text)
+
+
+def rate_problem(text: str | None) -> str | None:
+    """Why a ``rate`` attribute is not a usable speed, or None. ``float()`` accepts ``inf``, ``nan``
+    and ``-1``; a speed that is any of those would open (and never close) a speed-change finding and
+    poison every ratio to line rate, so they are absent with a reason."""
+    if not text:
+        return None
+    value = _rate_number(text)
+    if value is None:
+        return f"not a number: {text[:40]!r}"
+    if not math.isfinite(value):
+        return "not finite"
+    if value < 0:
+        return "negative"
+    return None
+
+
+def _rate_number(text: str | None) -> float | None:
     try:
         return float(text.split()[0]) if text else None
     except ValueError:
@@ -111,12 +134,15 @@ class RdmaSysfs:
         include: Sequence[str] = ("*",),
         exclude: Sequence[str] = (),
         rescan_interval_s: float = 30.0,
+        max_open: int = DEFAULT_MAX_OPEN,
     ) -> None:
         self._root = Path(sysfs) / "class" / "infiniband"
         self._include = tuple(include)
         self._exclude = tuple(exclude)
         self._rescan = rescan_interval_s
-        self._cache = PreadCache(_SOURCE)
+        # Files of the real /sys are never replaced; a replayed or emulated tree's may be (by rename),
+        # and a kept descriptor would then read a frozen value: check those (sysfs_io, Replayed trees).
+        self._cache = PreadCache(_SOURCE, max_open, verify=Path(sysfs).resolve() != Path("/sys"))
         self._layouts: dict[str, _Layout] = {}
         self.files_read = 0  # counter files read by the last read()
         self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
@@ -125,6 +151,11 @@ class RdmaSysfs:
     def opens(self) -> int:
         """Descriptors opened so far; steady across ticks once every file is open."""
         return self._cache.opens
+
+    @property
+    def open_descriptors(self) -> int:
+        """Descriptors kept open now: at most the budget, whatever the number of ports."""
+        return len(self._cache)
 
     def devices(self) -> list[str]:
         """Names of the RDMA devices present now that pass the include/exclude patterns."""
@@ -263,6 +294,10 @@ class RdmaSysfs:
                 continue
             counters[f.key] = _counter(f, value)
         self.files_read += len(port.files)
+        rate_text = self._attr(port.attrs + "rate")
+        problem = rate_problem(rate_text)
+        if problem:
+            errors.append(f"rate: {problem}")
         return PortSample(
             device=device,
             port=port.port,
@@ -270,7 +305,7 @@ class RdmaSysfs:
             link_layer=port.link_layer,
             state=parse_state(self._attr(port.attrs + "state")),
             phys_state=parse_state(self._attr(port.attrs + "phys_state")),
-            rate_gbps=parse_rate(self._attr(port.attrs + "rate")),
+            rate_gbps=None if problem else _rate_number(rate_text),
             gid_types=port.gid_types,
             driver=driver,
             counters=frozen_map(counters),

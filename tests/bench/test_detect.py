@@ -18,7 +18,7 @@ from netd.emulated.fault_kinds import (
     StuckReceiver,
 )
 from netd.emulated.faults import Label
-from netd.emulated.traces import ScheduledWorkload, Trace
+from netd.emulated.traces import GLITCHES, ScheduledWorkload, Trace, glitch_trace
 
 pytestmark = pytest.mark.slow  # replays labelled traces
 
@@ -47,7 +47,10 @@ def test_short_trace_every_fault_found_nothing_else() -> None:
     ]
     congestion = [Label("congestion", 7, 0, 40.0, 48.0)]
     trace = Trace("short", 50.0, ScheduledWorkload(segments, sim_ms_per_s=2.0), faults, congestion)
-    cfg = load_config(None, environ={}).detect
+    # a fixed 0.1 s cadence, so the number of fast samples is known exactly
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": 0.1, "fast_calm_interval": 0}
+    )
     run = run_trace(trace, cfg, sim_ms_per_s=2.0, seed=5)
     rows = {
         r["kind"]: r
@@ -68,6 +71,20 @@ def test_short_trace_every_fault_found_nothing_else() -> None:
     assert set(rows) == {lb.kind for lb in trace.labels()}, rows  # no other kind fired anywhere
     assert rows["pfc_storm"]["median_detection_latency_s"] <= 0.3
     assert run.fast_samples == run.hosts * 50 * 9 and run.fast_cpu_s > 0
+
+
+def test_bad_reads_raise_no_finding_but_the_read_error() -> None:
+    """Steps backwards, spikes, a 32-bit read beyond its width, a driver reset and inf/nan/negative
+    rates on a healthy fabric: only the truthful read errors of the bad `rate` reads."""
+    trace = glitch_trace(4, 120.0, sim_ms_per_s=2.0, gap_s=(2.0, 4.0))
+    assert set(trace.fault_names) == set(GLITCHES)
+    cfg = load_config(None, environ={}).detect
+    run = run_trace(trace, cfg, sim_ms_per_s=2.0, seed=4)
+    rows = score(trace.labels(), run.findings, host_hours=run.hosts * 120 / 3600, end_s=120.0)
+    assert [r["kind"] for r in rows] == ["counter_read_error"], rows
+    (row,) = rows
+    assert row["false_alarms"] == 0 and row["recall"] == 1.0, row
+    assert row["labels"] == sum(1 for n in trace.fault_names if n.startswith("rate_"))
 
 
 def observed(kind: str, opened: float, closed: float | None, port: int = 0) -> Observed:

@@ -22,7 +22,9 @@ LINE_PPS = 200e9 / 8 / 4096  # packets/s of a 200G port at 4 KiB MTU
 
 
 def cfg(**overrides: Any) -> DetectConfig:
-    return DetectConfig(**overrides)
+    """The detector tests count samples against SONiC's own 200 ms countdown (netd's default is
+    shorter: docs/detection.md); every other value is the default."""
+    return DetectConfig(**({"pfc_detection_time": 0.2} | overrides))
 
 
 def prio(priority: int = 3, **fields: Any) -> PriorityCounters:

@@ -12,8 +12,11 @@ from netd.emulated.fault_kinds import (
     CnpShift,
     CounterSaturation,
     CounterStall,
+    DriverReset,
     LinkFlap,
     LossBurst,
+    RateGlitch,
+    ReadGlitch,
     SpreadingVictim,
     StuckReceiver,
 )
@@ -142,3 +145,57 @@ def test_trace_schedules_are_deterministic_and_labelled() -> None:
         assert all(b0 >= a1 for (_, a1), (b0, _) in zip(spans, spans[1:], strict=False))
     healthy = healthy_trace(3, 300, sim_ms_per_s=5.0)
     assert healthy.labels() == [] and healthy.workload.phase_at(1e12).name == "idle"
+
+
+@pytest.mark.parametrize(
+    ("counter", "ethtool", "mode"),
+    [
+        ("port_rcv_packets", False, "back"),
+        ("np_ecn_marked_roce_packets", False, "spike"),
+        ("rx_prio3_pause", True, "spike"),
+    ],
+)
+def test_read_glitch_misleads_one_read_and_the_count_goes_on(
+    fabric: EmulatedFabric, counter: str, ethtool: bool, mode: str
+) -> None:
+    key = f"eth:{counter}" if ethtool else counter
+    s, (fault,) = run(
+        fabric,
+        lambda t: [ReadGlitch(1, 0, t + 0.99, t + 1.01, counter=counter, ethtool=ethtool, mode=mode)],
+        2.0,
+    )
+    values = [x[key] for x in s]  # after 0.5, 1.0 (the bad read), 1.5, 2.0 s
+    good = deltas(s, key)
+    assert (values[1] < values[0]) if mode == "back" else (values[1] - values[0] >= 1 << 40)
+    assert 0 <= values[2] - values[0] and values[3] >= values[2]  # back on the true series
+    assert good[2] >= 0 and fault.labels() == []
+
+
+def test_read_glitch_over32_reads_beyond_the_width_once(fabric: EmulatedFabric) -> None:
+    s, _ = run(
+        fabric,
+        lambda t: [ReadGlitch(1, 0, t + 0.99, t + 1.01, counter="out_of_sequence", mode="over32")],
+        2.0,
+    )
+    values = [x.get("out_of_sequence", 0) for x in s]
+    assert values[1] >= 1 << 32 and all(v < 1 << 32 for v in (values[0], values[2], values[3]))
+
+
+def test_driver_reset_restarts_every_counter(fabric: EmulatedFabric) -> None:
+    before = dict(fabric.counters(1, 0)[0])
+    s, _ = run(fabric, lambda t: [DriverReset(1, 0, t + 0.99, t + 1.01)], 2.0)
+    assert before["port_rcv_packets"] > s[-1]["port_rcv_packets"] > 0  # restarted, counting again
+    assert s[-1]["eth:tx_prio3_packets"] < s[0]["eth:tx_prio3_packets"]
+
+
+def test_rate_glitch_rewrites_the_rate_for_one_read(fabric: EmulatedFabric) -> None:
+    rate = fabric.host_root(1) / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "rate"
+    original = rate.read_text()
+    t = fabric.elapsed_s
+    fabric.hook = FaultLayer([RateGlitch(1, 0, t + 0.99, t + 1.01, text="nan Gb/sec")])
+    seen = []
+    for _ in range(3):
+        fabric.advance(0.5, sim_ms=1.0)
+        seen.append(rate.read_text())
+    fabric.hook = None
+    assert seen == [original, "nan Gb/sec\n", original]

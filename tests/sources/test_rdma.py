@@ -26,7 +26,7 @@ def tree(tmp_path: Path) -> Iterator[SysfsTree]:
 
 @pytest.fixture
 def source(tree: SysfsTree) -> Iterator[RdmaSysfs]:
-    src = RdmaSysfs(tree.root)
+    src = RdmaSysfs(tree.root, max_open=1000)  # every file kept: descriptor reuse is observable
     yield src
     src.close()
 
@@ -102,6 +102,10 @@ def test_parse_state(text: str | None, state: str | None) -> None:
         ("garbage", None),
         ("", None),
         (None, None),
+        # float() accepts these; a speed cannot be any of them
+        ("inf Gb/sec", None),
+        ("nan Gb/sec", None),
+        ("-1 Gb/sec", None),
     ],
 )
 def test_parse_rate(text: str | None, rate: float | None) -> None:
@@ -281,6 +285,20 @@ def test_hostile_values_are_absent_with_a_reason(
     assert len(p.counters) == 51 and p.by_name()["ecn_marked"].value == 9  # the others are intact
 
 
+@pytest.mark.parametrize(
+    ("text", "reason"), [("inf", "not finite"), ("nan", "not finite"), ("-100", "negative")]
+)
+def test_hostile_rate_is_absent_with_a_reason(
+    tree: SysfsTree, source: RdmaSysfs, text: str, reason: str
+) -> None:
+    tree.add_device(MLX5_0)
+    (tree.port_dir("mlx5_0", 1) / "rate").write_text(f"{text} Gb/sec (4X HDR)\n")
+    p = _port(source.read(), "mlx5_0")
+    assert p.rate_gbps is None
+    assert p.read_errors == (f"rate: {reason}",)
+    assert len(p.counters) == 52  # the counters are intact
+
+
 def _replace_with_dangling_symlink(path: Path) -> None:
     path.unlink()
     path.symlink_to(path.parent / "no-such-file")
@@ -349,8 +367,9 @@ def test_a_name_in_both_groups_keeps_both_readings(tree: SysfsTree, source: Rdma
 # -- over time -------------------------------------------------------------------------------
 
 
-def test_descriptors_are_reused_across_ticks(tree: SysfsTree, source: RdmaSysfs) -> None:
+def test_descriptors_are_reused_across_ticks(tree: SysfsTree) -> None:
     tree.add_device(MLX5_0)
+    source = RdmaSysfs(tree.root, max_open=100)  # room for every file
     source.read(0.0)
     opens = source.opens
     assert opens == 52 + 3  # counters + state, phys_state, rate
@@ -359,6 +378,22 @@ def test_descriptors_are_reused_across_ticks(tree: SysfsTree, source: RdmaSysfs)
         p = _port(source.read(float(tick)), "mlx5_0")
         assert p.by_name()["cnp_sent"].value == tick * 10
     assert source.opens == opens
+    source.close()
+
+
+def test_descriptors_beyond_the_budget_are_opened_and_closed(tree: SysfsTree) -> None:
+    for spec in (MLX5_0, MLX5_1):
+        tree.add_device(spec)
+    source = RdmaSysfs(tree.root, max_open=20)
+    for tick in range(3):
+        tree.set_counters("mlx5_1", 1, {"np_cnp_sent": tick * 7})
+        samples = source.read(float(tick))
+        assert _port(samples, "mlx5_1").by_name()["cnp_sent"].value == tick * 7  # read past the budget
+        assert len(_port(samples, "mlx5_1").counters) == 52
+    assert source.open_descriptors == 20
+    assert source.opens == 20 + 3 * (2 * 55 - 20)  # the kept ones once, the others every tick
+    source.close()
+    assert source.open_descriptors == 0
 
 
 def test_a_counter_going_backwards_is_reported_as_is(tree: SysfsTree, source: RdmaSysfs) -> None:
@@ -485,3 +520,28 @@ def test_netdev_fallbacks(
     assert {s.port: s.netdev for s in samples} == expected
     if spec.gids == 0 or spec.netdev is None:
         assert all(s.gid_types == () for s in samples)
+
+
+def test_replayed_file_replaced_by_rename_reads_its_new_value(tree: SysfsTree, source: RdmaSysfs) -> None:
+    tree.add_device(MLX5_0)
+    tree.set_counters("mlx5_0", 1, {"np_cnp_sent": 10})
+    assert _port(source.read(0.0), "mlx5_0").by_name()["cnp_sent"].value == 10
+    path = tree.port_dir("mlx5_0", 1) / "hw_counters" / "np_cnp_sent"
+    tmp = path.with_name(".np_cnp_sent.new")
+    tmp.write_text("25\n")
+    os.replace(tmp, path)  # a replayer swapping files: the kept descriptor reads the old inode
+    p = _port(source.read(1.0), "mlx5_0")
+    assert p.by_name()["cnp_sent"].value == 25 and p.read_errors == ()
+
+
+def test_replayed_file_that_vanished_is_an_error_not_a_frozen_value(
+    tree: SysfsTree, source: RdmaSysfs
+) -> None:
+    tree.add_device(MLX5_0)
+    tree.set_counters("mlx5_0", 1, {"np_cnp_sent": 10})
+    assert _port(source.read(0.0), "mlx5_0").by_name()["cnp_sent"].value == 10
+    (tree.port_dir("mlx5_0", 1) / "hw_counters" / "np_cnp_sent").unlink()
+    for tick in (1.0, 2.0):
+        p = _port(source.read(tick), "mlx5_0")
+        assert "cnp_sent" not in p.by_name()
+        assert p.read_errors == ("hw_counters/np_cnp_sent: unreadable",)

@@ -1,0 +1,80 @@
+"""`netd bench footprint` end to end on a small static host, and the static host itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netd.bench.static_tree import StaticHost
+from netd.series.tracker import SeriesTracker
+from netd.sources.collect import Sampler
+
+
+def test_static_host_moves_like_a_calm_fabric(tmp_path: Path) -> None:
+    host = StaticHost(tmp_path / "sys", nics=2)
+    sampler, tracker = Sampler(host.root, host="h"), SeriesTracker()
+    try:
+        assert host.ports == 4 and [d for d, _ in host.devices] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        tracker.update(sampler.collect())
+        host.advance(2.0)
+        snap = sampler.collect()
+        obs = tracker.update(snap)
+        assert [p.netdev for p in snap.ports] == ["ens1f0np0", "ens1f1np1", "ens2f0np0", "ens2f1np1"]
+        assert set(snap.ethtool) == {n for _, n in host.devices}
+        assert all(s.ok for s in snap.sources) and not any(p.read_errors for p in snap.ports)
+        # 100k packets/s of 4 KiB for the two emulated seconds, and no pause at all
+        port = obs.ports[0]
+        assert obs.interval_s is not None
+        assert port.rate("rx_packets") * obs.interval_s == pytest.approx(200_000)
+        assert port.total("rx_bytes") == 200_000 * 4096
+        eth = obs.netdevs["ens1f0np0"]
+        assert eth.totals["rx_prio3_pause"] == 0 and eth.totals["rx_prio3_packets"] == 200_000
+    finally:
+        sampler.close()
+        host.close()
+
+
+@pytest.mark.slow  # runs `netd run` for a few seconds
+def test_footprint_bench_reports_a_running_daemon() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "netd",
+            "bench",
+            "footprint",
+            "--nics",
+            "1",
+            "--duration",
+            "3",
+            "--storm-trace",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    doc = json.loads(done.stdout)
+    assert doc["ports"] == 2 and doc["storm_detect_median_ms"] is None
+    assert 0 < doc["open_fds"] <= 64 and doc["rss_mib"] > 0 and doc["cpu_percent"] > 0
+    assert doc["ticks"] >= 1 and doc["ticks_late"] >= 0 and doc["tick_mean_ms"] > 0
+    assert set(doc["targets"]) == {"cpu_percent", "open_fds", "rss_mib", "storm_detect_median_ms"}
+
+
+def test_footprint_bench_refuses_bad_arguments() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "netd", "bench", "footprint", "--nics", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
+        "netd: --nics must be at least 1, --duration at least 1 s, --storm-trace 0 or at least 60 s"
+    ]
