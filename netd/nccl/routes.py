@@ -1,8 +1,9 @@
 """``/v1/nccl``: the pin service endpoint, this host's hint table, and recommended NCCL settings.
 
-* ``POST /v1/nccl/pins`` (bearer token): register one rank of a multi-node communicator and wait
-  for the verdict (netd.nccl.pins). Any netd can be the pin service; the cluster points every
-  daemon's ``[nccl] pin_service`` at one of them.
+* ``POST /v1/nccl/pins`` (bearer token): register one host's ranks of a multi-node communicator
+  and wait for the verdict (netd.nccl.pins). A request whose client goes away before the verdict
+  withdraws its ranks, so a daemon killed mid-registration cannot complete a pin. Any netd can be
+  the pin service; the cluster points every daemon's ``[nccl] pin_service`` at one of them.
 * ``GET /v1/nccl/pins``: the pins this netd holds (pending, applied, neutral).
 * ``GET /v1/nccl/table``: this host's current table, decoded, with the conditions and the model's
   reasons; ``?format=binary`` gives the bytes (what ``netd nccl-table export`` saves).
@@ -11,17 +12,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from netd.api.auth import token_guard
 from netd.errors import HintTableError
 from netd.nccl.pin_schema import PinRequestBody, PinResponseBody, response_body
-from netd.nccl.pins import PinAuthority
+from netd.nccl.pins import PinAuthority, PinVerdict
 from netd.nccl.policy import PolicyResult
 from netd.nccl.table import unpack_table
 
@@ -53,9 +56,19 @@ def nccl_router(
     """The pin routes always; ``/table`` and ``/env`` where there is a host (``current``/``env``)."""
     router = APIRouter(prefix="/v1/nccl", tags=["nccl"])
 
+    checked: dict[bytes, None] = {}  # digests of offers already validated (tables change per tick)
+
+    def check_offer(offer: bytes) -> None:
+        digest = hashlib.sha256(offer).digest()
+        if digest not in checked:
+            unpack_table(offer)  # the same checks as the plugin: a broken offer is refused
+            if len(checked) >= 256:
+                checked.clear()
+            checked[digest] = None
+
     @router.post("/pins", dependencies=[Depends(token_guard(token))])
-    async def pin(body: PinRequestBody) -> PinResponseBody:
-        """Register one rank; answers once every rank asked (apply) or the window closed (neutral)."""
+    async def pin(body: PinRequestBody, request: Request) -> PinResponseBody:
+        """Register one host's ranks; answers once every rank asked (apply) or the pin's deadline passed."""
         key = body.key()
         if key.n_nodes > key.n_ranks:
             raise HTTPException(
@@ -64,10 +77,20 @@ def nccl_router(
         try:
             offer = body.table_bytes()
             if offer is not None:
-                unpack_table(offer)  # the same checks as the plugin: a broken offer is refused
+                check_offer(offer)
         except (ValueError, HintTableError) as exc:
             raise HTTPException(status_code=422, detail=f"table: {exc}") from exc
-        verdict = await authority.join(key, int(body.member, 16), offer, body.host)
+        joined = asyncio.ensure_future(
+            authority.join(
+                key,
+                body.member_ids(),
+                offer,
+                body.host,
+                digest=int(body.static_digest, 16),
+                budget_s=body.budget_ms / 1000,
+            )
+        )
+        verdict = await _unless_gone(joined, request)
         return response_body(key, verdict)
 
     @router.get("/pins")
@@ -80,6 +103,25 @@ def nccl_router(
     if env is not None:
         _env_route(router, env)
     return router
+
+
+async def _unless_gone(joined: asyncio.Future[PinVerdict], request: Request) -> PinVerdict:
+    """The verdict, or — when the client disconnects first — cancel the wait (the authority then
+    withdraws its ranks) and raise: there is nobody to answer."""
+    if joined.done():
+        return joined.result()
+    # the body is read: the next ASGI message is the disconnect
+    gone: asyncio.Future[Any] = asyncio.ensure_future(request.receive())
+    try:
+        await asyncio.wait([joined, gone], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not joined.done():
+        joined.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await joined
+        raise HTTPException(status_code=499, detail="client went away before the verdict")
+    return joined.result()
 
 
 def _table_route(router: APIRouter, current: Callable[[], tuple[PolicyResult, bytes] | None]) -> None:
