@@ -8,12 +8,12 @@ travels once per host each way, and a 4096-rank communicator costs the service 5
 
 Errors are sorted by one question — could the service have registered these ranks?
 
-* no: the connection was never made (refused, no route, connect or pool timeout), or the service
+* no: the connection was never made (refused, no route, connect timeout), or the service
   rejected the request before its handler ran (401/403 token, 422 validation — also what a pin
   service of another schema answers). Then the pin cannot complete without them: NEUTRAL, and
   every peer ends NEUTRAL too;
-* maybe: anything after the request was sent (read timeout, reset, 5xx, a malformed answer).
-  The service withdraws members whose request went away undecided, so a dropped request cannot
+* maybe: anything after the request was sent (timeout, reset, 5xx, a malformed answer). The
+  service withdraws members whose request went away undecided, so a dropped request cannot
   complete a pin; the ranks here get NEUTRAL and a warning (docs/nccl.md, the residual case).
 
 No retries: a retry after "maybe" could register the ranks in a restarted service.
@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
+import ssl
 import time
 from dataclasses import dataclass, field
 
-import httpx
 from pydantic import ValidationError
 
+from netd.nccl.pin_http import PinHttp
 from netd.nccl.pin_schema import PinRequestBody, PinResponseBody, verdict_from_body
 from netd.nccl.pins import PinKey, PinVerdict
 
@@ -38,8 +40,13 @@ __all__ = ["RemotePins"]
 log = logging.getLogger(__name__)
 
 _NOT_REGISTERED = {401, 403, 404, 405, 413, 415, 422}  # refused before the handler ran
-_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
 _MARGIN_S = 0.05  # kept from each rank's budget for the answer's way back to the plugin
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One verifying context per process: loading the CA store costs ~20 ms per client otherwise."""
+    return ssl.create_default_context()
 
 
 @dataclass(slots=True)
@@ -60,22 +67,13 @@ class RemotePins:
         token: str | None,
         timeout_s: float,
         host: str,
-        transport: httpx.AsyncBaseTransport | None = None,
         coalesce_s: float = 0.02,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.host = host
         self.timeout_s = timeout_s
         self.coalesce_s = coalesce_s
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
-            # one long-poll per waiting communicator: room for many initialising at once
-            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=64),
-            transport=transport,
-        )
+        self._http = PinHttp(self.base_url, token, _tls())
         self._open: dict[tuple[PinKey, int], _Batch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -134,32 +132,31 @@ class RemotePins:
             static_digest=f"{batch.digest:x}",
             budget_ms=int(budget_s * 1000),
         )
+        sent = await self._http.post("/v1/nccl/pins", body.model_dump_json().encode(), budget_s)
+        if not sent.sent:
+            log.warning("%s unreachable for %s: %s", where, key, sent.error)
+            return PinVerdict.neutral(f"{where} unreachable ({sent.error}): not registered")
+        if sent.status == 0:
+            log.warning("%s: no verdict for %s: %s", where, key, sent.error)
+            return PinVerdict.neutral(f"{where} gave no verdict ({sent.error})")
+        if sent.status in _NOT_REGISTERED:
+            log.warning("%s refused %s: HTTP %d", where, key, sent.status)
+            return PinVerdict.neutral(f"{where} refused the request (HTTP {sent.status}): not registered")
+        if sent.status != 200:
+            return PinVerdict.neutral(f"{where} answered HTTP {sent.status}")
         try:
-            response = await self._client.post(
-                "/v1/nccl/pins", json=body.model_dump(), timeout=httpx.Timeout(budget_s, connect=budget_s)
-            )
-        except _NEVER_SENT as exc:
-            log.warning("%s unreachable for %s: %s", where, key, exc)
-            return PinVerdict.neutral(f"{where} unreachable ({type(exc).__name__}): not registered")
-        except httpx.HTTPError as exc:
-            log.warning("%s: no verdict for %s: %s", where, key, exc)
-            return PinVerdict.neutral(f"{where} gave no verdict ({type(exc).__name__})")
-        if response.status_code in _NOT_REGISTERED:
-            log.warning("%s refused %s: HTTP %d", where, key, response.status_code)
-            return PinVerdict.neutral(
-                f"{where} refused the request (HTTP {response.status_code}): not registered"
-            )
-        if response.status_code != 200:
-            return PinVerdict.neutral(f"{where} answered HTTP {response.status_code}")
-        try:
-            answer = PinResponseBody.model_validate_json(response.content)
+            answer = PinResponseBody.model_validate_json(sent.body)
             if int(answer.comm_id, 16) != key.comm_id:
                 raise ValueError(f"verdict for comm {answer.comm_id}")
             return verdict_from_body(answer)
         except (ValidationError, ValueError) as exc:
             return PinVerdict.neutral(f"{where} sent a malformed verdict ({type(exc).__name__})")
 
+    async def connect(self) -> bool:
+        """Open a connection to the pin service ahead of the first communicator."""
+        return await self._http.connect(self.timeout_s)
+
     async def aclose(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        await self._client.aclose()
+        await self._http.aclose()

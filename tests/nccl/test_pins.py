@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import httpx
 import pytest
 
 from netd.nccl.pin_client import RemotePins
@@ -165,74 +164,107 @@ def test_capacity_and_expiry():
     assert [p["comm_id"] for p in auth.pins()] == [f"{3:016x}"]
 
 
-def _remote(handler) -> RemotePins:
-    return RemotePins("http://pins.invalid", "tok", 2.0, "hostA", transport=httpx.MockTransport(handler))
+def _http(status: int, body: bytes | str) -> bytes:
+    data = body.encode() if isinstance(body, str) else body
+    return b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        status,
+        len(data),
+        data,
+    )
+
+
+async def _ask_scripted(answer: bytes | None, budget_s: float = 2.0) -> tuple[object, list[bytes]]:
+    """RemotePins against a real TCP server that reads one request and answers ``answer`` (None:
+    close without answering; b"": never answer)."""
+    seen: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+            seen.append(head + await reader.readexactly(int(length.split(b":")[1])))
+            if answer == b"":
+                await asyncio.sleep(budget_s + 1)
+            elif answer is not None:
+                writer.write(answer)
+                await writer.drain()
+        finally:
+            writer.close()  # also when the test ends first and cancels this handler
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    remote = RemotePins(f"http://127.0.0.1:{port}", "tok", 5.0, "hostA")
+    try:
+        verdict = await remote.join(KEY, 0xABC, b"table", budget_s=budget_s)
+    finally:
+        await remote.aclose()
+        server.close()
+    return verdict, seen
 
 
 @pytest.mark.parametrize(
-    ("respond", "status", "words"),
+    ("answer", "status", "words"),
     [
-        (lambda r: httpx.Response(401, json={"detail": "no"}), PinStatus.NEUTRAL, "not registered"),
-        (lambda r: httpx.Response(403, json={"detail": "no"}), PinStatus.NEUTRAL, "not registered"),
-        (lambda r: httpx.Response(422, json={"detail": "bad"}), PinStatus.NEUTRAL, "not registered"),
-        (lambda r: httpx.Response(500, text="boom"), PinStatus.NEUTRAL, "HTTP 500"),
-        (lambda r: httpx.Response(200, text="{not json"), PinStatus.NEUTRAL, "malformed"),
+        (_http(401, '{"detail": "no"}'), PinStatus.NEUTRAL, "not registered"),
+        (_http(403, '{"detail": "no"}'), PinStatus.NEUTRAL, "not registered"),
+        (_http(422, '{"detail": "bad"}'), PinStatus.NEUTRAL, "not registered"),
+        (_http(500, "boom"), PinStatus.NEUTRAL, "HTTP 500"),
+        (_http(200, "{not json"), PinStatus.NEUTRAL, "malformed"),
+        (_http(200, '{"status": "apply", "reason": "x", "comm_id": "ffff"}'), PinStatus.NEUTRAL, "malformed"),
         (
-            lambda r: httpx.Response(200, json={"status": "apply", "reason": "x", "comm_id": "ffff"}),
+            _http(200, '{"status": "fail", "reason": "old service", "comm_id": "feed"}'),
             PinStatus.NEUTRAL,
-            "malformed",
+            "old",
         ),
         (
-            lambda r: httpx.Response(
-                200, json={"status": "neutral", "reason": "only 1 of 3", "comm_id": f"{KEY.comm_id:016x}"}
-            ),
+            _http(200, '{"status": "neutral", "reason": "only 1 of 3", "comm_id": "000000000000feed"}'),
             PinStatus.NEUTRAL,
             "only 1 of 3",
         ),
+        (None, PinStatus.NEUTRAL, "gave no verdict"),  # sent, then the connection dropped
+        (b"", PinStatus.NEUTRAL, "gave no verdict"),  # sent, never answered within the budget
+        (b"garbage\r\n\r\n", PinStatus.NEUTRAL, "gave no verdict"),
     ],
 )
-def test_remote_pin_error_mapping(respond, status, words):
-    seen = []
+def test_remote_pin_error_mapping(answer, status, words):
+    verdict, seen = run(_ask_scripted(answer, budget_s=0.5))
+    assert verdict.status is status and words in verdict.reason
+    assert b"authorization: bearer tok" in seen[0].lower()
+    body = seen[0].split(b"\r\n\r\n", 1)[1].decode()
+    assert '"members":["0000000000000abc"]' in body and '"host":"hostA"' in body
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return respond(request)
 
+def test_remote_pin_unreachable_is_not_registered(free_port):
     async def scenario():
-        remote = _remote(handler)
+        remote = RemotePins(f"http://127.0.0.1:{free_port}", "tok", 2.0, "hostA")
         try:
-            return await remote.join(KEY, 0xABC, b"table", budget_s=2.0)
+            return await remote.join(KEY, 1, None, budget_s=1.0)
         finally:
             await remote.aclose()
 
     verdict = run(scenario())
-    assert verdict.status is status and words in verdict.reason
-    assert seen[0].headers["authorization"] == "Bearer tok"
-    body = seen[0].read().decode()
-    assert '"members":["0000000000000abc"]' in body.replace(" ", "")
-    assert '"host":"hostA"' in body.replace(" ", "")
+    assert verdict.status is PinStatus.NEUTRAL and "unreachable" in verdict.reason
 
 
-@pytest.mark.parametrize(
-    ("error", "status"),
-    [
-        (httpx.ConnectError("refused"), PinStatus.NEUTRAL),  # never sent: not registered
-        (httpx.ConnectTimeout("slow"), PinStatus.NEUTRAL),
-        (httpx.PoolTimeout("no free connection"), PinStatus.NEUTRAL),
-        # sent: maybe registered; the service withdraws a dropped request's ranks, so NEUTRAL
-        (httpx.ReadTimeout("no answer"), PinStatus.NEUTRAL),
-        (httpx.RemoteProtocolError("dropped"), PinStatus.NEUTRAL),
-    ],
-)
-def test_remote_pin_transport_errors(error, status):
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise error
+def test_remote_pins_batch_one_hosts_ranks_into_one_request():
+    """Three ranks of a 6-rank, 2-node communicator on this host: one request with three members."""
+    seen: list[bytes] = []
 
     async def scenario():
-        remote = _remote(handler)
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(_http(200, '{"status": "neutral", "reason": "r", "comm_id": "0000000000000007"}'))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        remote = RemotePins(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", None, 2.0, "h")
+        key = PinKey(7, 6, 2)
         try:
-            return await remote.join(KEY, 1, None)
+            return await asyncio.gather(*(remote.join(key, m, None, budget_s=1.0) for m in (1, 2, 3)))
         finally:
             await remote.aclose()
+            server.close()
 
-    assert run(scenario()).status is status
+    verdicts = run(scenario())
+    assert len(seen) == 1 and {v.reason for v in verdicts} == {"r"}
