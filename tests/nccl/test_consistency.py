@@ -18,75 +18,45 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
-from netd.nccl.pins import PinAuthority
-from netd.nccl.routes import nccl_router
-from tests.nccl.hosts import CONGESTED, HostDaemon, host_state
+from tests.nccl.conftest import TOKEN
+from tests.nccl.hosts import HostDaemon
 from tests.nccl.plugin_harness import (
     NCCL_SUCCESS,
     ROOT,
     Plugin,
-    build_plugin,
     decisions,
     default_decisions,
 )
 
 pytestmark = pytest.mark.slow  # runs daemons and a pin service
 
-TOKEN = "consistency-test-token"
+
 NODES, RANKS = 4, 4  # one GPU per node: Tree, Ring and PAT are all in play
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # a test thread, not the main one
-        pass
-
-
-@pytest.fixture
-def pin_service(free_port: int) -> Iterator[tuple[str, PinAuthority]]:
-    authority = PinAuthority(window_s=10.0)  # generous: slow process starts must not abandon a pin
-    app = FastAPI()
-    app.include_router(nccl_router(token=TOKEN, authority=authority, current=lambda: None, env=lambda: None))
-    server = _Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, name="pin-service", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield f"http://127.0.0.1:{free_port}", authority
-    server.should_exit = True
-    thread.join(10)
-
-
-@pytest.fixture(scope="module")
-def states(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("hosts")
-    return host_state(root / "a", "hostA", **CONGESTED), host_state(root / "b", "hostB")
-
-
-@pytest.fixture(scope="module")
-def plugin_so() -> Path:
-    return build_plugin()
-
-
-def _rank(socket_path: Path, comm: int, ranks: int = RANKS, nodes: int = NODES) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NETD_")}
-    env.update(NETD_TUNER_SOCKET=str(socket_path), NETD_TUNER_TIMEOUT_MS="20000")
+def _rank(
+    socket_path: Path,
+    comm: int,
+    ranks: int = RANKS,
+    nodes: int = NODES,
+    env: dict[str, str] | None = None,
+    so: Path | None = None,
+) -> subprocess.Popen[str]:
+    """One rank in its own process; ``env`` adds or overrides NETD_* variables, ``so`` another build."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NETD_")}
+    environ.update(NETD_TUNER_SOCKET=str(socket_path), NETD_TUNER_TIMEOUT_MS="20000")
+    environ.update(env or {})
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "tests.nccl.plugin_harness",
+            *(["--so", str(so)] if so else []),
             "--comm",
             f"{comm:x}",
             "--ranks",
@@ -95,7 +65,7 @@ def _rank(socket_path: Path, comm: int, ranks: int = RANKS, nodes: int = NODES) 
             str(nodes),
         ],
         cwd=ROOT,
-        env=env,
+        env=environ,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
