@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -49,6 +50,7 @@ async def register_rounds(
     hosts = [RemotePins(url, token, timeout_ms / 1000, f"host{h:04d}") for h in range(n_hosts)]
     latencies: list[float] = []
     neutral = failures = disagreements = 0
+    cpu0 = time.process_time()
     try:
         # Daemons run for days: their connections to the service are open before a job starts.
         await asyncio.gather(*(h.connect() for h in hosts))
@@ -91,7 +93,14 @@ async def register_rounds(
         "neutral_fraction": round(neutral / len(latencies), 4),
         "failures": failures,
         "disagreements": disagreements,
+        "hosts_cpu_s": round(time.process_time() - cpu0, 2),  # all simulated hosts, this process
     }
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _serve(token: str, window_s: float) -> None:
@@ -147,9 +156,13 @@ def bench_pins(
     token = secrets.token_hex(16)
     proc, url = _start_service(token, window_s=timeout_ms / 1000)
     try:
-        return [
-            asyncio.run(register_rounds(url, token, n, ranks_per_host, timeout_ms, rounds)) for n in ranks
-        ]
+        out = []
+        for n in ranks:
+            before = _cpu_s(proc.pid)
+            result = asyncio.run(register_rounds(url, token, n, ranks_per_host, timeout_ms, rounds))
+            result["service_cpu_s"] = round(_cpu_s(proc.pid) - before, 2)
+            out.append(result)
+        return out
     finally:
         proc.terminate()
         try:

@@ -46,7 +46,8 @@ PIN_REQUEST_FIELDS = (
     ("static_digest", "Q"),
 )
 PIN_ACK_FIELDS = (("magic", "I"), ("version", "H"), ("size", "H"))
-PIN_RESPONSE_FIELDS = (
+# protocols 1 and 2 share the response's head; 2 adds the generation and digest before the reason
+_RESPONSE_HEAD = (
     ("magic", "I"),
     ("version", "H"),
     ("size", "H"),
@@ -54,27 +55,14 @@ PIN_RESPONSE_FIELDS = (
     ("table_size", "I"),
     ("comm_id", "Q"),
     ("pinned_at_ns", "q"),
-    ("generation", "Q"),
-    ("table_digest", "Q"),
-    ("reason", "80s"),
 )
+PIN_RESPONSE_FIELDS = (*_RESPONSE_HEAD, ("generation", "Q"), ("table_digest", "Q"), ("reason", "80s"))
 PIN_REQUEST = struct_of(PIN_REQUEST_FIELDS)
 PIN_ACK = struct_of(PIN_ACK_FIELDS)
 PIN_RESPONSE = struct_of(PIN_RESPONSE_FIELDS)
 # Protocol 1's response (netd 0.x plugins): magic, version, size, status, table_size, comm_id,
 # pinned_at_ns, reason[96]. Only ever sent as NEUTRAL, to tell an old plugin "not registered".
-PIN_RESPONSE_V1 = struct_of(
-    (
-        ("magic", "I"),
-        ("version", "H"),
-        ("size", "H"),
-        ("status", "I"),
-        ("table_size", "I"),
-        ("comm_id", "Q"),
-        ("pinned_at_ns", "q"),
-        ("reason", "96s"),
-    )
-)
+PIN_RESPONSE_V1 = struct_of((*_RESPONSE_HEAD, ("reason", "96s")))
 PIN_REQUEST_MAGIC = 0x51504E44  # "DNPQ"
 PIN_ACK_MAGIC = 0x41504E44  # "DNPA"
 PIN_RESPONSE_MAGIC = 0x52504E44  # "DNPR"

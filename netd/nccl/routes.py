@@ -60,6 +60,7 @@ def nccl_router(
     router = APIRouter(prefix="/v1/nccl", tags=["nccl"])
 
     checked: dict[bytes, None] = {}  # digests of offers already validated (tables change per tick)
+    answers: dict[PinVerdict, bytes] = {}  # the JSON of recent verdicts
 
     def check_offer(offer: bytes) -> None:
         digest = hashlib.sha256(offer).digest()
@@ -99,11 +100,19 @@ def nccl_router(
                 offer,
                 body.host,
                 digest=int(body.static_digest, 16),
-                budget_s=body.budget_ms / 1000,
+                # Half the asker's budget: it counts from when the daemon *sent* the request, and a
+                # busy service reads it later; deciding after the daemon gave up would split a pin.
+                budget_s=body.budget_ms / 2000,
             )
         )
         verdict = await _unless_gone(joined, request)
-        return Response(response_body(key, verdict).model_dump_json(), media_type="application/json")
+        encoded = answers.get(verdict)
+        if encoded is None:  # every host of a pin gets the same verdict: serialise it once
+            encoded = response_body(key, verdict).model_dump_json().encode()
+            if len(answers) >= 64:
+                answers.clear()
+            answers[verdict] = encoded
+        return Response(encoded, media_type="application/json")
 
     router.add_route(router.prefix + "/pins", pin, methods=["POST"])
 

@@ -247,7 +247,7 @@ def test_4096_ranks_register_against_a_real_pin_service():
     """One communicator of 4096 ranks on 512 hosts: every rank gets the same table. The budget is
     generous here (the figure for the plugin's 1 s default is `netd bench pins`'s)."""
     (result,) = bench_pins([4096], ranks_per_host=8, timeout_ms=20_000, rounds=1)
-    assert result["failures"] == 0 and result["disagreements"] == 0
+    assert result["failures"] == 0 and result["disagreements"] == 0, json.dumps(result)
     assert result["neutral_fraction"] == 0.0, json.dumps(result)
 
 
