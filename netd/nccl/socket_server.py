@@ -256,9 +256,12 @@ class PinSocketServer:
             return PinVerdict.neutral(refusal)
         # The fence: the ACK reaches the plugin's socket first, then the clock is read. A plugin that
         # gave up at register_by without an ACK is never registered after it.
+        writer.transport.set_write_buffer_limits(0)  # drain() returns only once the kernel has it all
         writer.write(_ACK)
-        if writer.transport.get_write_buffer_size():
+        try:
             await writer.drain()
+        except ConnectionError:
+            return PinVerdict.neutral("the plugin went away before the ACK: not registered")
         now = time.monotonic_ns()  # CLOCK_MONOTONIC, the plugin's clock
         if now >= req["register_by_ns"]:
             return PinVerdict.neutral("netd took the request after its register-by time: not registered")
