@@ -8,9 +8,10 @@ communicators, the pin service (:class:`RemotePins`) for multi-node ones — and
 plugin that saw no ACK by register_by therefore knows it is not registered (netd_hints.h).
 
 A request the daemon refuses before registering (another protocol version, too many clients,
-nonsense sizes, too late) gets NEUTRAL without an ACK, which is safe because an unregistered rank
-keeps its communicator's pin from completing anywhere. A protocol-1 plugin gets protocol 1's
-NEUTRAL, which it reads as "not registered".
+nonsense sizes, no pin service for a multi-node communicator) gets NEUTRAL without an ACK; one
+taken after its register_by gets the ACK and then NEUTRAL, unregistered. Both are safe because an
+unregistered rank keeps its communicator's pin from completing anywhere. A protocol-1 plugin gets
+protocol 1's NEUTRAL, which it reads as "not registered".
 
 Single-node pins use a short window: ranks of one host reach tuner init within milliseconds, and
 a "single-node" communicator that spans hosts (NVLink domains across hosts report one node) can
