@@ -123,7 +123,8 @@ struct netd_hints_header {
  *   NEUTRAL  the pin could not complete (a rank never asked, no pin service, no table, members
  *            with different static tables): leave NCCL untouched. A pin completes only when *every*
  *            rank registered, so a rank that could not register knows its peers are NEUTRAL too;
- *   FAIL     (protocol 1 only; netd no longer sends it) read as NEUTRAL.
+ *   FAIL     this rank may be registered but netd has no verdict for it (the pin service did not
+ *            answer in time): the plugin leaves NCCL alone and warns. (Protocol 1's FAIL failed init.)
  * A registration for a comm id whose pin already completed starts the next `generation` (a rerun
  * with the same NCCL_COMM_ID); one whose pin was abandoned gets that NEUTRAL verdict.
  * ------------------------------------------------------------------------------------------- */

@@ -289,6 +289,13 @@ static void daemon_verdict(const struct netd_settings *s, enum netd_pin_outcome 
               out);
         return;
     }
+    if (reply->response.status == NETD_PIN_FAIL) { /* netd may have registered us but has no verdict */
+        say(out, NETD_UNTOUCHED, NCCL_LOG_WARN,
+            "%s: netd has no verdict for this rank (%s); NCCL's own tuning is kept (peers may differ "
+            "if the pin completed: NETD_TUNER=off runs without netd)",
+            what, reply->response.reason);
+        return;
+    }
     say(out, NETD_UNTOUCHED, NCCL_LOG_INFO, "%s: %s; NCCL's own tuning is kept on every rank", what,
         reply->response.reason);
 }

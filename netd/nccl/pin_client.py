@@ -14,7 +14,8 @@ Errors are sorted by one question — could the service have registered these ra
   every peer ends NEUTRAL too;
 * maybe: anything after the request was sent (timeout, reset, 5xx, a malformed answer). The
   service withdraws members whose request went away undecided, so a dropped request cannot
-  complete a pin; the ranks here get NEUTRAL and a warning (docs/nccl.md, the residual case).
+  complete a pin; the ranks here get FAIL — "no verdict": their plugin leaves NCCL alone and
+  warns that peers may differ (docs/nccl.md, the case no protocol closes).
 
 No retries: a retry after "maybe" could register the ranks in a restarted service.
 """
@@ -112,7 +113,7 @@ class RemotePins:
             verdict = await self._post(batch)
         except Exception as exc:  # a bug here must still answer every waiting rank
             log.exception("pin request for %s failed", batch.key)
-            verdict = PinVerdict.neutral(f"netd failed while pinning ({type(exc).__name__})")
+            verdict = PinVerdict.unknown(f"netd failed while pinning ({type(exc).__name__})")
         if not batch.result.done():
             batch.result.set_result(verdict)
 
@@ -138,19 +139,19 @@ class RemotePins:
             return PinVerdict.neutral(f"{where} unreachable ({sent.error}): not registered")
         if sent.status == 0:
             log.warning("%s: no verdict for %s: %s", where, key, sent.error)
-            return PinVerdict.neutral(f"{where} gave no verdict ({sent.error})")
+            return PinVerdict.unknown(f"{where} gave no verdict ({sent.error})")
         if sent.status in _NOT_REGISTERED:
             log.warning("%s refused %s: HTTP %d", where, key, sent.status)
             return PinVerdict.neutral(f"{where} refused the request (HTTP {sent.status}): not registered")
         if sent.status != 200:
-            return PinVerdict.neutral(f"{where} answered HTTP {sent.status}")
+            return PinVerdict.unknown(f"{where} answered HTTP {sent.status}")
         try:
             answer = PinResponseBody.model_validate_json(sent.body)
             if int(answer.comm_id, 16) != key.comm_id:
                 raise ValueError(f"verdict for comm {answer.comm_id}")
             return verdict_from_body(answer)
         except (ValidationError, ValueError) as exc:
-            return PinVerdict.neutral(f"{where} sent a malformed verdict ({type(exc).__name__})")
+            return PinVerdict.unknown(f"{where} sent a malformed verdict ({type(exc).__name__})")
 
     async def connect(self) -> bool:
         """Open a connection to the pin service ahead of the first communicator."""

@@ -73,4 +73,4 @@ PIN_MAX_MESSAGE = 4096  # netd reads at most this many request bytes of any vers
 class PinStatus(IntEnum):
     APPLY = 0  # every rank registered in time: use the table that follows
     NEUTRAL = 1  # the pin could not complete: leave NCCL untouched (every rank does)
-    FAIL = 2  # protocol 1 only; netd no longer sends it and plugins read it as NEUTRAL
+    FAIL = 2  # maybe registered, no verdict: the plugin leaves NCCL alone and warns (never fails init)

@@ -19,7 +19,7 @@ its verdict again; a new member after the pin *completed* cannot belong to that 
 (all its ranks are in), so it opens the next generation (a rerun with the same NCCL_COMM_ID); a new
 member shortly after an *abandoned* pin may be a late rank of it, so it gets that NEUTRAL.
 A member whose caller goes away (cancelled wait) before the decision is withdrawn: the pin then
-cannot complete without it. Nothing here ever answers FAIL.
+cannot complete without it. The authority never answers FAIL (a relay without a verdict does).
 
 Asyncio, one event loop per authority; memory is bounded (decided pins are kept ``keep_s``; new
 pins beyond ``max_pins`` are answered NEUTRAL without registering anyone).
@@ -64,6 +64,11 @@ class PinVerdict:
     @staticmethod
     def neutral(reason: str, generation: int = 0) -> PinVerdict:
         return PinVerdict(PinStatus.NEUTRAL, reason, generation=generation)
+
+    @staticmethod
+    def unknown(reason: str) -> PinVerdict:
+        """The asker may be registered but no verdict came: its plugin leaves NCCL alone and warns."""
+        return PinVerdict(PinStatus.FAIL, reason)
 
 
 @dataclass(slots=True)

@@ -269,9 +269,9 @@ class PinSocketServer:
         budget_s = (req["deadline_ns"] - now) / 1e9
         try:
             return await self.resolver.resolve(key, req["member"], req["static_digest"], budget_s)
-        except Exception as exc:  # a bug must not fail NCCL: NEUTRAL, and loudly in netd's log
+        except Exception as exc:  # a bug must not fail NCCL: "no verdict", loudly in both logs
             log.exception("nccl pin %s failed", key)
-            return PinVerdict.neutral(f"netd failed while pinning ({type(exc).__name__})")
+            return PinVerdict.unknown(f"netd failed while pinning ({type(exc).__name__})")
 
 
 def _bind(path: Path, mode: int) -> socket.socket:

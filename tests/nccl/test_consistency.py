@@ -105,6 +105,7 @@ def _static_decisions(plugin_so: Path, table: bytes, tmp_path: Path, monkeypatch
     with monkeypatch.context() as m:
         m.setenv("NETD_TUNER_TABLE", str(path))
         m.setenv("NETD_TUNER_TABLE_SHA256", hashlib.sha256(table).hexdigest())
+        m.setenv("NETD_TUNER_SOCKET", str(tmp_path / "no-netd.sock"))  # the file alone decides
         plugin = Plugin(plugin_so)
         rc, ctx = plugin.init(1, RANKS, NODES)
         assert rc == NCCL_SUCCESS

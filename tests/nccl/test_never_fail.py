@@ -57,6 +57,15 @@ def test_wedged_daemon_leaves_nccl_alone_within_the_timeout(tmp_path):
     assert all("never registered" in r["logs"][-1][2] for r in results)
 
 
+def _wait_for_generation(authority, comm: int, generation: int) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if any(p["comm_id"] == f"{comm:016x}" and p["generation"] == generation for p in authority.pins()):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"comm {comm:x} never opened generation {generation}")
+
+
 def test_same_comm_id_twice_in_a_row_pins_both_runs(pin_service, states, tmp_path):
     """NCCL_COMM_ID makes the id deterministic: a rerun is the next generation, never FAIL."""
     url, authority = pin_service
@@ -64,8 +73,10 @@ def test_same_comm_id_twice_in_a_row_pins_both_runs(pin_service, states, tmp_pat
     comm = 0xC0FFEE60
     runs = []
     with a, b:
-        for _ in range(2):
-            runs.append(_results([_rank(d.server.path, comm) for d in (a, a, b, b)]))
+        for generation in (1, 2):
+            leader = [_rank(a.server.path, comm)]  # host A (congested) asks first: its table is pinned
+            _wait_for_generation(authority, comm, generation)
+            runs.append(_results(leader + [_rank(d.server.path, comm) for d in (a, b, b)]))
     first, second = (_agree(r) for r in runs)
     assert first == second != default_decisions(NODES, RANKS // NODES)  # host A's table, both times
     assert all("latched" in r["logs"][-1][2] for run in runs for r in run)

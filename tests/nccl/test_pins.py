@@ -208,9 +208,9 @@ async def _ask_scripted(answer: bytes | None, budget_s: float = 2.0) -> tuple[ob
         (_http(401, '{"detail": "no"}'), PinStatus.NEUTRAL, "not registered"),
         (_http(403, '{"detail": "no"}'), PinStatus.NEUTRAL, "not registered"),
         (_http(422, '{"detail": "bad"}'), PinStatus.NEUTRAL, "not registered"),
-        (_http(500, "boom"), PinStatus.NEUTRAL, "HTTP 500"),
-        (_http(200, "{not json"), PinStatus.NEUTRAL, "malformed"),
-        (_http(200, '{"status": "apply", "reason": "x", "comm_id": "ffff"}'), PinStatus.NEUTRAL, "malformed"),
+        (_http(500, "boom"), PinStatus.FAIL, "HTTP 500"),  # FAIL: no verdict, the plugin warns
+        (_http(200, "{not json"), PinStatus.FAIL, "malformed"),
+        (_http(200, '{"status": "apply", "reason": "x", "comm_id": "ffff"}'), PinStatus.FAIL, "malformed"),
         (
             _http(200, '{"status": "fail", "reason": "old service", "comm_id": "feed"}'),
             PinStatus.NEUTRAL,
@@ -221,9 +221,9 @@ async def _ask_scripted(answer: bytes | None, budget_s: float = 2.0) -> tuple[ob
             PinStatus.NEUTRAL,
             "only 1 of 3",
         ),
-        (None, PinStatus.NEUTRAL, "gave no verdict"),  # sent, then the connection dropped
-        (b"", PinStatus.NEUTRAL, "gave no verdict"),  # sent, never answered within the budget
-        (b"garbage\r\n\r\n", PinStatus.NEUTRAL, "gave no verdict"),
+        (None, PinStatus.FAIL, "gave no verdict"),  # sent, then the connection dropped
+        (b"", PinStatus.FAIL, "gave no verdict"),  # sent, never answered within the budget
+        (b"garbage\r\n\r\n", PinStatus.FAIL, "gave no verdict"),
     ],
 )
 def test_remote_pin_error_mapping(answer, status, words):
