@@ -28,13 +28,15 @@ pins beyond ``max_pins`` are answered NEUTRAL without registering anyone).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from netd.nccl.pin_wire import PinStatus
 
-__all__ = ["PinAuthority", "PinKey", "PinVerdict"]
+__all__ = ["PinAuthority", "PinKey", "PinVerdict", "unless_gone"]
 
 # A late rank of an abandoned pin arrives within the plugin's timeout of its peers (at most a
 # minute, NETD_TUNER_TIMEOUT_MS's ceiling); after that a registration is a new communicator.
@@ -257,3 +259,21 @@ class PinAuthority:
                 }
             )
         return out
+
+
+async def unless_gone(work: asyncio.Future[PinVerdict], gone: Awaitable[Any]) -> PinVerdict | None:
+    """``work``'s verdict, or None when ``gone`` (the asker's connection closing) completes first:
+    the wait is then cancelled, which withdraws the asker's ranks from a pin still undecided."""
+    if work.done():
+        return work.result()
+    watcher: asyncio.Future[Any] = asyncio.ensure_future(gone)
+    try:
+        await asyncio.wait([work, watcher], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if work.done():
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
+    return None

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from pydantic import ValidationError
 from netd.api.auth import token_guard
 from netd.errors import HintTableError
 from netd.nccl.pin_schema import PinRequestBody, response_body
-from netd.nccl.pins import PinAuthority, PinVerdict
+from netd.nccl.pins import PinAuthority, PinVerdict, unless_gone
 from netd.nccl.policy import PolicyResult
 from netd.nccl.table import unpack_table
 
@@ -105,7 +104,10 @@ def nccl_router(
                 budget_s=body.budget_ms / 2000,
             )
         )
-        verdict = await _unless_gone(joined, request)
+        # the body is read: the next ASGI message is the client's disconnect
+        verdict = await unless_gone(joined, request.receive())
+        if verdict is None:
+            raise HTTPException(status_code=499, detail="client went away before the verdict")
         encoded = answers.get(verdict)
         if encoded is None:  # every host of a pin gets the same verdict: serialise it once
             encoded = response_body(key, verdict).model_dump_json().encode()
@@ -126,25 +128,6 @@ def nccl_router(
     if env is not None:
         _env_route(router, env)
     return router
-
-
-async def _unless_gone(joined: asyncio.Future[PinVerdict], request: Request) -> PinVerdict:
-    """The verdict, or — when the client disconnects first — cancel the wait (the authority then
-    withdraws its ranks) and raise: there is nobody to answer."""
-    if joined.done():
-        return joined.result()
-    # the body is read: the next ASGI message is the disconnect
-    gone: asyncio.Future[Any] = asyncio.ensure_future(request.receive())
-    try:
-        await asyncio.wait([joined, gone], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-    if not joined.done():
-        joined.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await joined
-        raise HTTPException(status_code=499, detail="client went away before the verdict")
-    return joined.result()
 
 
 def _table_route(router: APIRouter, current: Callable[[], tuple[PolicyResult, bytes] | None]) -> None:

@@ -50,7 +50,7 @@ from netd.nccl.pin_wire import (
     PIN_RESPONSE_V1,
     PinStatus,
 )
-from netd.nccl.pins import PinAuthority, PinKey, PinVerdict
+from netd.nccl.pins import PinAuthority, PinKey, PinVerdict, unless_gone
 
 __all__ = ["PinResolver", "PinSocketServer", "encode_response"]
 
@@ -205,7 +205,7 @@ class PinSocketServer:
             if req is None:
                 return
             key = PinKey(req["comm_id"], req["n_ranks"], req["n_nodes"])
-            verdict = await self._verdict(req, key, writer)
+            verdict = await self._verdict(req, key, reader, writer)
             log.info(
                 "nccl pin %s member %016x pid %d: %s (%s)",
                 key,
@@ -245,7 +245,9 @@ class PinSocketServer:
             return None
         return dict(zip((n for n, _ in PIN_REQUEST_FIELDS), PIN_REQUEST.unpack(prefix + rest), strict=True))
 
-    async def _verdict(self, req: dict[str, int], key: PinKey, writer: asyncio.StreamWriter) -> PinVerdict:
+    async def _verdict(
+        self, req: dict[str, int], key: PinKey, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> PinVerdict:
         if not 1 <= key.n_nodes <= key.n_ranks:
             return PinVerdict.neutral(f"invalid communicator size ({key.n_ranks} ranks, {key.n_nodes} nodes)")
         if self._active > self.max_clients:
@@ -267,8 +269,14 @@ class PinSocketServer:
         if now >= req["register_by_ns"]:
             return PinVerdict.neutral("netd took the request after its register-by time: not registered")
         budget_s = (req["deadline_ns"] - now) / 1e9
+        resolving = asyncio.ensure_future(
+            self.resolver.resolve(key, req["member"], req["static_digest"], budget_s)
+        )
+        # The plugin sends nothing more: EOF means it died (or gave up). A rank that is gone must
+        # not complete a pin, so its wait is cancelled, which withdraws it from a local pin.
         try:
-            return await self.resolver.resolve(key, req["member"], req["static_digest"], budget_s)
+            verdict = await unless_gone(resolving, reader.read(1))
+            return verdict or PinVerdict.neutral("the plugin went away before the verdict")
         except Exception as exc:  # a bug must not fail NCCL: "no verdict", loudly in both logs
             log.exception("nccl pin %s failed", key)
             return PinVerdict.unknown(f"netd failed while pinning ({type(exc).__name__})")

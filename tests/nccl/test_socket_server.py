@@ -35,20 +35,21 @@ def server(tmp_path: Path):
     srv.close()
 
 
-def _recv_all(path: Path, payload: bytes) -> bytes:
+def _recv_all(path: Path, payload: bytes, half_close: bool = False) -> bytes:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(10)
         s.connect(str(path))
         s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)  # a short request ends here, as when the plugin dies mid-send
+        if half_close:  # a short request ends here, as when the plugin dies mid-send
+            s.shutdown(socket.SHUT_WR)
         data = b""
         while chunk := s.recv(65536):
             data += chunk
     return data
 
 
-def _ask(path: Path, payload: bytes) -> dict | None:
-    data = _recv_all(path, payload)
+def _ask(path: Path, payload: bytes, half_close: bool = False) -> dict | None:
+    data = _recv_all(path, payload, half_close)
     if not data:
         return None
     acked = PIN_PREFIX.unpack_from(data) == (PIN_ACK_MAGIC, PIN_PROTO_VERSION, PIN_ACK.size)
@@ -147,7 +148,7 @@ def test_refusals_are_neutral(server, payload, words):
 
 def test_not_the_plugin_gets_no_answer(server):
     assert _ask(server.path, _request(magic=0x12345678)) is None
-    assert _ask(server.path, b"short") is None  # an incomplete request registers nothing
+    assert _ask(server.path, b"short", half_close=True) is None  # an incomplete request registers nothing
 
 
 def test_long_reasons_are_cut_to_a_terminated_field(tmp_path):
@@ -183,3 +184,28 @@ def test_stale_socket_is_replaced_and_live_ones_or_files_are_not(tmp_path):
     with pytest.raises(NetdError, match="is not a socket"):
         PinSocketServer(path, resolver).start()
     assert path.read_text() == "not a socket"
+
+
+def _until(condition) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.01)
+
+
+def test_a_plugin_that_goes_away_is_withdrawn_from_its_pin(tmp_path):
+    """A rank that dies while waiting must not complete its communicator's pin for the others."""
+    resolver = PinResolver(PinAuthority(window_s=1.0), None, lambda: b"t", "h")
+    srv = PinSocketServer(tmp_path / "w.sock", resolver)
+    srv.start()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as first:
+            first.connect(str(srv.path))
+            first.sendall(_request(comm=0x77, ranks=2, member=1))
+            assert PIN_PREFIX.unpack(first.recv(PIN_ACK.size))[0] == PIN_ACK_MAGIC
+            _until(lambda: [p["members"] for p in resolver.local.pins()] == [1])  # registered
+        _until(lambda: [p["members"] for p in resolver.local.pins()] == [0])  # closed undecided: withdrawn
+        second = _ask(srv.path, _request(comm=0x77, ranks=2, member=2))
+    finally:
+        srv.close()
+    assert second["status"] == PinStatus.NEUTRAL and "only 1 of 2" in second["reason"]
