@@ -195,7 +195,7 @@ def _until(condition) -> None:
 
 def test_a_plugin_that_goes_away_is_withdrawn_from_its_pin(tmp_path):
     """A rank that dies while waiting must not complete its communicator's pin for the others."""
-    resolver = PinResolver(PinAuthority(window_s=0.3), None, lambda: b"t", "h")
+    resolver = PinResolver(PinAuthority(window_s=0.6), None, lambda: b"t", "h")
     srv = PinSocketServer(tmp_path / "w.sock", resolver)
     srv.start()
     try:
