@@ -159,6 +159,12 @@ int main(int argc, char **argv)
     tb_sha256_hex(table_buf, sizeof table_buf, sha);
     setenv("NETD_TUNER_TABLE", path, 1);
     setenv("NETD_TUNER_TABLE_SHA256", sha, 1);
+    /* no netd to cross-check with: the static file alone decides (a daemon on this host would
+     * refuse a 2-node static pin without a pin service) */
+    char nosock[160];
+    snprintf(nosock, sizeof nosock, "%s/no-netd.sock", dir);
+    setenv("NETD_TUNER_SOCKET", nosock, 1);
+    unsetenv("NETD_TUNER");
     const ncclTuner_v6_t *netd = load(argv[1]), *noop = load(argv[2]);
     void *netd_ctx = NULL, *noop_ctx = NULL;
     if (netd->init(&netd_ctx, 1, 16, 2, NULL, NULL, NULL) != ncclSuccess || netd_ctx == NULL ||

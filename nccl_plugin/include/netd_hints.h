@@ -99,27 +99,54 @@ struct netd_hints_header {
  * Pin protocol (plugin <-> local netd over a SOCK_STREAM Unix socket, one request per connection)
  *
  * plugin:  struct netd_pin_request
+ * netd:    struct netd_pin_ack          "I may register you" (sent before registering; see below)
  * netd:    struct netd_pin_response, then table_size bytes of hint table when status is APPLY
  *
+ * Every message starts with (magic, version, size). A peer that sees another version answers or
+ * reads it as NEUTRAL *without registering*: netd answers a request of another version with a
+ * response in its own layout and status NEUTRAL, and the plugin reads any answer of another
+ * version as that. So plugins and daemons of different versions leave NCCL alone, never fail it.
+ *
+ * Registration is fenced by time on the host's CLOCK_MONOTONIC, which the plugin and the daemon
+ * share: the request carries `register_by_ns`; netd writes the ACK, *then* reads the clock and
+ * registers only if it is still before register_by_ns (else it answers NEUTRAL, unregistered).
+ * The plugin waits for the ACK until register_by_ns and checks once more after it: no ACK by then
+ * means the ACK was written after register_by_ns, so the clock check that follows it fails and the
+ * rank is provably not registered (a wedged daemon that never accepts costs at most that wait).
+ * `deadline_ns` is when the plugin stops waiting for the verdict: every authority decides a pin
+ * before the earliest deadline of its members (minus a margin), so registered ranks get it in time.
+ *
  * Every rank of a communicator registers under (comm_id, n_ranks, n_nodes) with a random
- * `member` id. The pin authority (the local netd for single-node communicators, the configured
- * pin service for multi-node ones) answers every member with the same final verdict:
- *   APPLY    all n_ranks members registered within the pin window: use the first asker's table;
- *   NEUTRAL  the pin could not complete (a rank never asked, no pin service, no table): leave
- *            NCCL untouched. Because the pin completes only when *every* rank registered, a rank
- *            that could not register at all knows the pin cannot complete: it takes NEUTRAL too;
- *   FAIL     this member cannot know the verdict (or its comm id collides): init fails loudly.
+ * `member` id. The pin authority answers every member of a pin with the same final verdict:
+ *   APPLY    all n_ranks members registered in time: use the first asker's table (or, when the
+ *            members pinned a static table, that table: `table_digest` names it);
+ *   NEUTRAL  the pin could not complete (a rank never asked, no pin service, no table, members
+ *            with different static tables): leave NCCL untouched. A pin completes only when *every*
+ *            rank registered, so a rank that could not register knows its peers are NEUTRAL too;
+ *   FAIL     this rank may be registered but netd has no verdict for it (the pin service did not
+ *            answer in time): the plugin leaves NCCL alone and warns. (Protocol 1's FAIL failed init.)
+ * A registration for a comm id whose pin already completed starts the next `generation` (a rerun
+ * with the same NCCL_COMM_ID); one whose pin was abandoned gets that NEUTRAL verdict.
  * ------------------------------------------------------------------------------------------- */
 
 #define NETD_PIN_REQUEST_MAGIC 0x51504E44U  /* "DNPQ" */
+#define NETD_PIN_ACK_MAGIC 0x41504E44U      /* "DNPA" */
 #define NETD_PIN_RESPONSE_MAGIC 0x52504E44U /* "DNPR" */
-#define NETD_PIN_PROTO_VERSION 1
-#define NETD_PIN_REASON_LEN 96
+#define NETD_PIN_PROTO_VERSION 2
+#define NETD_PIN_REASON_LEN 80
+#define NETD_PIN_MAX_MESSAGE 4096 /* netd reads at most this many request bytes of any version */
 
 enum netd_pin_status {
     NETD_PIN_APPLY = 0,
     NETD_PIN_NEUTRAL = 1,
     NETD_PIN_FAIL = 2,
+};
+
+/* The first 8 bytes of every message of every protocol version. */
+struct netd_pin_prefix {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t size; /* of the whole message (without a following table) */
 };
 
 struct netd_pin_request {
@@ -129,9 +156,18 @@ struct netd_pin_request {
     uint64_t comm_id; /* NCCL's commId (comm->commHash), identical on every rank */
     uint64_t n_ranks;
     uint64_t n_nodes;
-    uint64_t member;     /* random per init call; identifies this rank's registration */
-    uint32_t timeout_ms; /* how long the plugin waits for the verdict */
-    uint32_t pid;        /* informative */
+    uint64_t member;         /* random per init call; identifies this rank's registration */
+    uint32_t timeout_ms;     /* informative: the plugin's whole budget */
+    uint32_t pid;            /* informative */
+    int64_t register_by_ns;  /* CLOCK_MONOTONIC: netd must not register this rank after it */
+    int64_t deadline_ns;     /* CLOCK_MONOTONIC: the plugin stops waiting for the verdict */
+    uint64_t static_digest;  /* 0: daemon mode; else the first 8 bytes of the static table's SHA-256 */
+};
+
+struct netd_pin_ack {
+    uint32_t magic;   /* NETD_PIN_ACK_MAGIC */
+    uint16_t version; /* NETD_PIN_PROTO_VERSION */
+    uint16_t size;    /* sizeof(struct netd_pin_ack) */
 };
 
 struct netd_pin_response {
@@ -142,6 +178,8 @@ struct netd_pin_response {
     uint32_t table_size;              /* bytes of hint table that follow (APPLY only, else 0) */
     uint64_t comm_id;                 /* echo of the request */
     int64_t pinned_at_ns;             /* pin authority's wall clock when the first rank asked */
+    uint64_t generation;              /* which pin of this comm id (1, 2, ... for reruns) */
+    uint64_t table_digest;            /* APPLY of a static pin: the members' static_digest; else 0 */
     char reason[NETD_PIN_REASON_LEN]; /* NUL-terminated, for the log */
 };
 

@@ -17,7 +17,8 @@
 
 _Static_assert(sizeof(struct netd_hint_entry) == 8, "hint entry layout");
 _Static_assert(sizeof(struct netd_hints_header) == 64, "hint header layout");
-_Static_assert(sizeof(struct netd_pin_request) == 48, "pin request layout");
+_Static_assert(sizeof(struct netd_pin_request) == 72, "pin request layout");
+_Static_assert(sizeof(struct netd_pin_ack) == 8 && sizeof(struct netd_pin_prefix) == 8, "pin ack layout");
 _Static_assert(sizeof(struct netd_pin_response) == 128, "pin response layout");
 
 /* NCCL's "unavailable" cost (NCCL_ALGO_PROTO_IGNORE). */

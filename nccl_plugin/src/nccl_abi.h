@@ -5,6 +5,8 @@
  * (see docs/nccl.md). Written for this plugin; no NCCL header is included or linked.
  *
  * Version summary (field order matters; every function returns ncclResult_t, a 4-byte enum):
+ *   v2 (2.21)  name, init(nRanks, nNodes, log, &ctx), getCollInfo(ctx, coll, nBytes, collNetSupport,
+ *              nvlsSupport, numPipeOps, &algorithm, &protocol, &nChannels), destroy(ctx)
  *   v3 (2.22)  name, init(nRanks, nNodes, log, &ctx), getCollInfo(... numProto, nChannels), destroy
  *   v4 (2.24)  as v3, getCollInfo gains `int regBuff` before nChannels
  *   v5 (2.28)  name, init(&ctx, commId, nRanks, nNodes, log, nvlDomainInfo, constants),
@@ -81,6 +83,16 @@ typedef struct {
 typedef ncclResult_t (*netd_get_coll_info_v4_fn)(void *context, ncclFunc_t collType, size_t nBytes,
                                                  int numPipeOps, float **collCostTable, int numAlgo,
                                                  int numProto, int regBuff, int *nChannels);
+
+/* v2: the plugin writes the algorithm and protocol itself (both or neither; NCCL_ALGO_UNDEF /
+ * NCCL_PROTO_UNDEF = -1 stay NCCL's choice). 2.21 has 6 algorithms: PAT (6) does not exist. */
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+    ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                                int nvlsSupport, int numPipeOps, int *algorithm, int *protocol, int *nChannels);
+    ncclResult_t (*destroy)(void *context);
+} ncclTuner_v2_t;
 
 typedef struct {
     const char *name;

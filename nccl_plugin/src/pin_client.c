@@ -3,9 +3,11 @@
  * pin_client.c — one request to the local netd over its Unix socket, at communicator init.
  *
  * The distinction that matters for consistency is whether the request *may* have registered
- * this rank: until the whole request is written, the daemon has not registered anything (it
- * registers only a complete request), so failures up to then are UNREGISTERED; any failure
- * after that is LOST, because the pin may have completed for the other ranks.
+ * this rank. netd writes an ACK before it registers and registers only while the shared
+ * CLOCK_MONOTONIC is before the request's register_by_ns (netd_hints.h): so "no ACK by
+ * register_by_ns" proves the rank unregistered, whatever the daemon does later. Every socket
+ * operation is non-blocking and waits with poll() against a deadline, so a wedged daemon (full
+ * accept queue, never accepting, never answering) costs at most the timeout.
  */
 #define _GNU_SOURCE
 #include "pin_client.h"
@@ -39,38 +41,46 @@ uint64_t netd_member_id(const void *salt)
     return (x ^ (x >> 31)) | 1U;
 }
 
-static int64_t now_ms(void)
+int64_t netd_mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Read exactly len bytes before the deadline. 0 on success, else -1 with a reason. */
+/* Waits for `events` on fd until deadline (ns). 1 ready, 0 deadline passed, -1 error. */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - netd_mono_ns();
+        /* poll once more with 0 ms once the deadline passed: data written before it is seen */
+        int ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int r = poll(&pfd, 1, ms);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r != 0)
+            return r > 0 ? 1 : -1;
+        if (left <= 0)
+            return 0;
+    }
+}
+
+/* Reads exactly len bytes before the deadline. 0 on success, 1 on timeout, -1 on error/EOF. */
 static int read_full(int fd, void *buf, size_t len, int64_t deadline, char *why, size_t why_len)
 {
     uint8_t *p = buf;
     while (len > 0) {
-        int64_t left = deadline - now_ms();
-        if (left <= 0) {
-            snprintf(why, why_len, "no answer within the timeout");
-            return -1;
+        int w = wait_fd(fd, POLLIN, deadline);
+        if (w <= 0) {
+            snprintf(why, why_len, w == 0 ? "no answer within the timeout" : "poll: %s", strerror(errno));
+            return w == 0 ? 1 : -1;
         }
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, (int)(left > 0x7fffffff ? 0x7fffffff : left));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            snprintf(why, why_len, "poll: %s", strerror(errno));
-            return -1;
-        }
-        if (r == 0)
-            continue; /* re-check the deadline */
-        ssize_t n = recv(fd, p, len, 0);
+        ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0) {
-            snprintf(why, why_len, n == 0 ? "connection closed mid-answer" : "recv: %s",
+            snprintf(why, why_len, "%s%s", n == 0 ? "connection closed mid-answer" : "recv: ",
                      n == 0 ? "" : strerror(errno));
             return -1;
         }
@@ -80,11 +90,11 @@ static int read_full(int fd, void *buf, size_t len, int64_t deadline, char *why,
     return 0;
 }
 
-static enum netd_pin_outcome read_answer(int fd, const struct netd_pin_request *req, int64_t deadline,
-                                         struct netd_pin_reply *reply)
+static enum netd_pin_outcome read_verdict(int fd, const struct netd_pin_request *req,
+                                          struct netd_pin_reply *reply)
 {
     struct netd_pin_response *r = &reply->response;
-    if (read_full(fd, r, sizeof *r, deadline, reply->error, sizeof reply->error) != 0)
+    if (read_full(fd, r, sizeof *r, req->deadline_ns, reply->error, sizeof reply->error) != 0)
         return NETD_PIN_LOST;
     r->reason[NETD_PIN_REASON_LEN - 1] = '\0';
     if (r->magic != NETD_PIN_RESPONSE_MAGIC || r->version != NETD_PIN_PROTO_VERSION || r->size != sizeof *r ||
@@ -101,7 +111,7 @@ static enum netd_pin_outcome read_answer(int fd, const struct netd_pin_request *
         snprintf(reply->error, sizeof reply->error, "out of memory for a %u-byte table", r->table_size);
         return NETD_PIN_LOST;
     }
-    if (read_full(fd, reply->table, r->table_size, deadline, reply->error, sizeof reply->error) != 0) {
+    if (read_full(fd, reply->table, r->table_size, req->deadline_ns, reply->error, sizeof reply->error) != 0) {
         free(reply->table);
         reply->table = NULL;
         return NETD_PIN_LOST;
@@ -109,11 +119,84 @@ static enum netd_pin_outcome read_answer(int fd, const struct netd_pin_request *
     return NETD_PIN_ANSWERED;
 }
 
+/* The first message: an ACK (registration may follow), or an answer without one (not registered:
+ * a refusal, or a daemon of another protocol version whose answer means NEUTRAL). */
+static enum netd_pin_outcome read_ack(int fd, const struct netd_pin_request *req, struct netd_pin_reply *reply)
+{
+    struct netd_pin_prefix p;
+    int got = read_full(fd, &p, sizeof p, req->register_by_ns, reply->error, sizeof reply->error);
+    if (got != 0) {
+        if (got == 1)
+            snprintf(reply->error, sizeof reply->error, "netd did not take the request in time (no ACK)");
+        return NETD_PIN_UNREGISTERED; /* nothing ACKed: netd registers nothing after register_by */
+    }
+    if (p.magic == NETD_PIN_ACK_MAGIC && p.version == NETD_PIN_PROTO_VERSION && p.size == sizeof p)
+        return read_verdict(fd, req, reply);
+    if ((p.magic == NETD_PIN_RESPONSE_MAGIC || p.magic == NETD_PIN_ACK_MAGIC) &&
+        p.version != NETD_PIN_PROTO_VERSION) {
+        snprintf(reply->error, sizeof reply->error, "netd speaks pin protocol %u, this plugin %d",
+                 (unsigned)p.version, NETD_PIN_PROTO_VERSION);
+        return NETD_PIN_UNREGISTERED; /* every version answers another version unregistered */
+    }
+    if (p.magic == NETD_PIN_RESPONSE_MAGIC) { /* a refusal before registering: NEUTRAL */
+        struct netd_pin_response *r = &reply->response;
+        memcpy(r, &p, sizeof p);
+        if (read_full(fd, (uint8_t *)r + sizeof p, sizeof *r - sizeof p, req->deadline_ns, reply->error,
+                      sizeof reply->error) != 0)
+            return NETD_PIN_UNREGISTERED;
+        r->reason[NETD_PIN_REASON_LEN - 1] = '\0';
+        snprintf(reply->error, sizeof reply->error, "%s", r->reason);
+        return NETD_PIN_UNREGISTERED;
+    }
+    snprintf(reply->error, sizeof reply->error, "not a netd answer (magic 0x%08x)", p.magic);
+    return NETD_PIN_UNREGISTERED; /* whatever answered does not speak the pin protocol */
+}
+
+static int connect_bounded(int fd, const struct sockaddr_un *addr, int64_t until, struct netd_pin_reply *reply,
+                           const char *path)
+{
+    if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0)
+        return 0;
+    int err = errno;
+    if (err == EINPROGRESS || err == EINTR) {
+        int w = wait_fd(fd, POLLOUT, until);
+        socklen_t len = sizeof err;
+        if (w == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+            return 0;
+        if (w == 0)
+            err = ETIMEDOUT;
+    }
+    /* EAGAIN: a Unix listener's accept queue is full (a wedged or overloaded daemon) */
+    reply->no_daemon = err == ENOENT || err == ECONNREFUSED || err == ENOTDIR;
+    snprintf(reply->error, sizeof reply->error, "connect %s: %s", path, strerror(err));
+    return -1;
+}
+
+static int send_bounded(int fd, const struct netd_pin_request *req, struct netd_pin_reply *reply)
+{
+    const uint8_t *p = (const uint8_t *)req;
+    size_t left = sizeof *req;
+    while (left > 0) {
+        ssize_t n = send(fd, p, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            if (wait_fd(fd, POLLOUT, req->register_by_ns) != 1)
+                break;
+            continue;
+        }
+        if (n <= 0)
+            break;
+        p += n;
+        left -= (size_t)n;
+    }
+    if (left > 0)
+        snprintf(reply->error, sizeof reply->error, "could not send the request: %s", strerror(errno));
+    return left > 0 ? -1 : 0;
+}
+
 enum netd_pin_outcome netd_pin_ask(const char *socket_path, const struct netd_pin_request *req,
-                                   unsigned timeout_ms, struct netd_pin_reply *reply)
+                                   struct netd_pin_reply *reply)
 {
     memset(reply, 0, sizeof *reply);
-    int64_t deadline = now_ms() + timeout_ms;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(socket_path) >= sizeof addr.sun_path) {
         snprintf(reply->error, sizeof reply->error, "socket path longer than %zu bytes",
@@ -121,32 +204,15 @@ enum netd_pin_outcome netd_pin_ask(const char *socket_path, const struct netd_pi
         return NETD_PIN_UNREGISTERED;
     }
     strcpy(addr.sun_path, socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
         snprintf(reply->error, sizeof reply->error, "socket: %s", strerror(errno));
         return NETD_PIN_UNREGISTERED;
     }
-    /* A local connect completes at once or fails (no listener, no file, no permission). */
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
-        snprintf(reply->error, sizeof reply->error, "connect %s: %s", socket_path, strerror(errno));
-        close(fd);
-        return NETD_PIN_UNREGISTERED;
-    }
-    const uint8_t *p = (const uint8_t *)req;
-    size_t left = sizeof *req;
-    while (left > 0) {
-        ssize_t n = send(fd, p, left, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) { /* the daemon saw at most a partial request: nothing registered */
-            snprintf(reply->error, sizeof reply->error, "send: %s", strerror(errno));
-            close(fd);
-            return NETD_PIN_UNREGISTERED;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    enum netd_pin_outcome out = read_answer(fd, req, deadline, reply);
+    enum netd_pin_outcome out = NETD_PIN_UNREGISTERED;
+    if (connect_bounded(fd, &addr, req->register_by_ns, reply, socket_path) == 0 &&
+        send_bounded(fd, req, reply) == 0)
+        out = read_ack(fd, req, reply);
     close(fd);
     return out;
 }

@@ -2,12 +2,11 @@
 /*
  * source.c — obtaining a communicator's table at init, and the consistency rule.
  *
- * The rule (docs/nccl.md, "Consistency"): a rank applies hints only from bytes that every rank
- * of its communicator provably holds — an operator-pinned file verified by SHA-256, or a table
- * pinned for the communicator by the pin authority once *all* its ranks registered. A rank
- * that could not register leaves NCCL untouched (its absence keeps the pin from completing,
- * so every peer leaves NCCL untouched too); a rank that may have registered but did not get
- * the verdict fails init loudly instead of guessing.
+ * The rule (docs/nccl.md, "Consistency"): a rank may fail init only when every rank of its
+ * communicator is certain to fail the same way — an operator-pinned static file that does not
+ * match its digest, read by every rank from the same path. Otherwise it applies only bytes that
+ * every rank provably holds (a table pinned once *all* ranks registered) or leaves NCCL alone:
+ * a rank that could not register keeps the pin from completing, so every peer is NEUTRAL too.
  */
 #define _GNU_SOURCE
 #include "source.h"
@@ -20,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "nccl_abi.h"
@@ -41,61 +42,89 @@ static int parse_switch(const char *v, int *out)
     return -1;
 }
 
+/* Keep the default on a malformed value; say which. */
+static int bad(struct netd_settings *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct netd_settings *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->error, sizeof s->error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int load_timeout(struct netd_settings *s, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long ms = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)*v) || *end != '\0')
+        return bad(s, "NETD_TUNER_TIMEOUT_MS=%.40s: expected milliseconds", v);
+    if (errno == ERANGE || ms > NETD_MAX_TIMEOUT_MS || ms < NETD_MIN_TIMEOUT_MS) {
+        s->timeout_ms = ms < NETD_MIN_TIMEOUT_MS ? NETD_MIN_TIMEOUT_MS : NETD_MAX_TIMEOUT_MS;
+        snprintf(s->note, sizeof s->note, "NETD_TUNER_TIMEOUT_MS=%.40s clamped to %u ms (range %u..%u)", v,
+                 s->timeout_ms, NETD_MIN_TIMEOUT_MS, NETD_MAX_TIMEOUT_MS);
+        return 0;
+    }
+    s->timeout_ms = (unsigned)ms;
+    return 0;
+}
+
+static int load_table(struct netd_settings *s, const char *table, const char *sha)
+{
+    int has_table = table != NULL && *table != '\0', has_sha = sha != NULL && *sha != '\0';
+    if (has_table != has_sha)
+        return bad(s, "%s is set without its pair: a static table needs NETD_TUNER_TABLE and NETD_TUNER_TABLE_SHA256",
+                   has_table ? "NETD_TUNER_TABLE" : "NETD_TUNER_TABLE_SHA256");
+    if (!has_table)
+        return 0;
+    if (strlen(table) >= sizeof s->table)
+        return bad(s, "%s", "NETD_TUNER_TABLE path is too long");
+    if (strlen(sha) != 64)
+        return bad(s, "%s", "NETD_TUNER_TABLE_SHA256 must be 64 hex digits");
+    for (int i = 0; i < 64; i++) {
+        if (!isxdigit((unsigned char)sha[i]))
+            return bad(s, "%s", "NETD_TUNER_TABLE_SHA256 must be 64 hex digits");
+        s->table_sha256[i] = (char)tolower((unsigned char)sha[i]);
+    }
+    snprintf(s->table, sizeof s->table, "%s", table);
+    return 0;
+}
+
 int netd_settings_load(struct netd_settings *s)
 {
     memset(s, 0, sizeof *s);
     s->enabled = 1;
     s->timeout_ms = NETD_DEFAULT_TIMEOUT_MS;
     snprintf(s->socket, sizeof s->socket, "%s", NETD_DEFAULT_SOCKET);
+    /* The kill switch comes first: with NETD_TUNER=off nothing else is read, so no other
+     * variable, however malformed, can change what the plugin does. */
     const char *v = getenv("NETD_TUNER");
     if (v != NULL && *v != '\0' && parse_switch(v, &s->enabled) != 0) {
-        snprintf(s->error, sizeof s->error, "NETD_TUNER=%.40s: expected on or off", v);
-        return -1;
+        s->enabled = 0;
+        return bad(s, "NETD_TUNER=%.40s: expected on or off", v);
     }
+    if (!s->enabled)
+        return 0;
     if ((v = getenv("NETD_TUNER_SOCKET")) != NULL && *v != '\0') {
-        if (strlen(v) >= sizeof s->socket) {
-            snprintf(s->error, sizeof s->error, "NETD_TUNER_SOCKET is longer than %zu bytes",
-                     sizeof s->socket - 1);
-            return -1;
-        }
+        if (strlen(v) >= sizeof s->socket)
+            return bad(s, "%s", "NETD_TUNER_SOCKET is longer than 107 bytes");
         snprintf(s->socket, sizeof s->socket, "%s", v);
     }
-    if ((v = getenv("NETD_TUNER_TIMEOUT_MS")) != NULL && *v != '\0') {
-        char *end = NULL;
-        errno = 0;
-        unsigned long ms = strtoul(v, &end, 10);
-        if (errno != 0 || *end != '\0' || !isdigit((unsigned char)*v) || ms < 100 || ms > 600000) {
-            snprintf(s->error, sizeof s->error,
-                     "NETD_TUNER_TIMEOUT_MS=%.40s: expected milliseconds in 100..600000", v);
-            return -1;
-        }
-        s->timeout_ms = (unsigned)ms;
-    }
-    const char *table = getenv("NETD_TUNER_TABLE"), *sha = getenv("NETD_TUNER_TABLE_SHA256");
-    int has_table = table != NULL && *table != '\0', has_sha = sha != NULL && *sha != '\0';
-    if (has_table != has_sha) {
-        snprintf(s->error, sizeof s->error, "%s is set but %s is not: a static table is pinned by both",
-                 has_table ? "NETD_TUNER_TABLE" : "NETD_TUNER_TABLE_SHA256",
-                 has_table ? "NETD_TUNER_TABLE_SHA256" : "NETD_TUNER_TABLE");
+    if ((v = getenv("NETD_TUNER_TIMEOUT_MS")) != NULL && *v != '\0' && load_timeout(s, v) != 0)
         return -1;
+    return load_table(s, getenv("NETD_TUNER_TABLE"), getenv("NETD_TUNER_TABLE_SHA256"));
+}
+
+uint64_t netd_digest64(const char *hex)
+{
+    uint64_t d = 0;
+    for (int i = 0; i < 8; i++) {
+        unsigned byte = 0;
+        sscanf(hex + 2 * i, "%2x", &byte);
+        d |= (uint64_t)byte << (8 * i);
     }
-    if (has_table) {
-        if (strlen(table) >= sizeof s->table || strlen(sha) != 64) {
-            snprintf(s->error, sizeof s->error, "%s",
-                     strlen(sha) != 64 ? "NETD_TUNER_TABLE_SHA256 must be 64 hex digits"
-                                       : "NETD_TUNER_TABLE path is too long");
-            return -1;
-        }
-        for (int i = 0; i < 64; i++) {
-            if (!isxdigit((unsigned char)sha[i])) {
-                snprintf(s->error, sizeof s->error, "NETD_TUNER_TABLE_SHA256 must be 64 hex digits");
-                return -1;
-            }
-            s->table_sha256[i] = (char)tolower((unsigned char)sha[i]);
-        }
-        snprintf(s->table, sizeof s->table, "%s", table);
-    }
-    return 0;
+    return d;
 }
 
 static void say(struct netd_obtained *out, enum netd_verdict v, int level, const char *fmt, ...)
@@ -141,16 +170,25 @@ static void latch(const uint8_t *buf, size_t len, size_t n_nodes, int stale_chec
         (unsigned long long)h.table_version, out->active_entries, n_nodes);
 }
 
-void netd_obtain_static(const struct netd_settings *s, size_t n_nodes, struct netd_slice *slice,
-                        struct netd_obtained *out)
+/* Reads the static table file (a regular file, at most 1 MiB, never blocking) and checks its
+ * digest. Returns the bytes (caller frees), or NULL with `out` set to FAIL: the same path and the
+ * same digest are given to every rank, so every rank fails the same way. */
+static uint8_t *read_static(const struct netd_settings *s, size_t *len_out, struct netd_obtained *out)
 {
-    memset(out, 0, sizeof *out);
-    int fd = open(s->table, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. fstat through syscall(): the glibc
+     * wrapper is versioned (fstat@GLIBC_2.33) and the plugin must load on older glibc. */
+    int fd = open(s->table, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         say(out, NETD_FAIL, NCCL_LOG_WARN, "NETD_TUNER_TABLE %s: %s", s->table, strerror(errno));
-        return;
+        return NULL;
     }
-    /* read to EOF, at most 1 MiB (+1 byte to notice a larger file); no fstat: runs on older glibc */
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        say(out, NETD_FAIL, NCCL_LOG_WARN, "NETD_TUNER_TABLE %s: not a regular file", s->table);
+        close(fd);
+        return NULL;
+    }
+    /* read to EOF, at most 1 MiB (+1 byte to notice a larger file) */
     uint8_t *buf = malloc(NETD_MAX_TABLE_FILE + 1);
     size_t len = 0;
     int err = buf == NULL ? ENOMEM : 0;
@@ -169,7 +207,7 @@ void netd_obtain_static(const struct netd_settings *s, size_t n_nodes, struct ne
         say(out, NETD_FAIL, NCCL_LOG_WARN, "NETD_TUNER_TABLE %s: %s", s->table,
             err != 0 ? strerror(err) : "larger than 1 MiB");
         free(buf);
-        return;
+        return NULL;
     }
     uint8_t digest[32];
     char hex[65];
@@ -181,18 +219,100 @@ void netd_obtain_static(const struct netd_settings *s, size_t n_nodes, struct ne
             "load the same table, so init fails",
             s->table, hex, s->table_sha256);
         free(buf);
-        return;
+        return NULL;
     }
+    *len_out = len;
+    return buf;
+}
+
+void netd_obtain_static(const struct netd_settings *s, size_t n_nodes, struct netd_slice *slice,
+                        struct netd_obtained *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t len = 0;
+    uint8_t *buf = read_static(s, &len, out);
+    if (buf == NULL)
+        return;
     char what[NETD_PATH_MAX + 32];
     snprintf(what, sizeof what, "static table %s", s->table);
     latch(buf, len, n_nodes, 0, 0, what, slice, out);
     free(buf);
 }
 
+/* The verdict for a static-table rank: the pin tells whether every rank pinned the same file. */
+static void static_verdict(const struct netd_settings *s, enum netd_pin_outcome got, const struct netd_pin_reply *reply,
+                           uint64_t digest, const uint8_t *buf, size_t len, size_t n_nodes, const char *what,
+                           struct netd_slice *slice, struct netd_obtained *out)
+{
+    char label[NETD_PATH_MAX + 160];
+    if (got == NETD_PIN_UNREGISTERED && reply->no_daemon) {
+        /* No netd on this host: the operator's file alone decides, as on NCCLs without a comm id.
+         * Mixed static/daemon configurations can only be detected where netd runs. */
+        snprintf(label, sizeof label, "%s: static table %s (no netd here to cross-check peers)", what, s->table);
+        latch(buf, len, n_nodes, 0, 0, label, slice, out);
+        return;
+    }
+    if (got == NETD_PIN_ANSWERED && reply->response.status == NETD_PIN_APPLY &&
+        reply->response.table_digest == digest) {
+        snprintf(label, sizeof label, "%s: static table %s, the same on every rank", what, s->table);
+        latch(buf, len, n_nodes, 0, 0, label, slice, out);
+        return;
+    }
+    say(out, NETD_UNTOUCHED, got == NETD_PIN_LOST ? NCCL_LOG_WARN : NCCL_LOG_INFO,
+        "%s: static table %s not applied (%s); NCCL's own tuning is kept", what, s->table,
+        got == NETD_PIN_ANSWERED ? reply->response.reason : reply->error);
+}
+
+static void daemon_verdict(const struct netd_settings *s, enum netd_pin_outcome got, const struct netd_pin_reply *reply,
+                           size_t n_nodes, const char *what, struct netd_slice *slice, struct netd_obtained *out)
+{
+    switch (got) {
+    case NETD_PIN_UNREGISTERED:
+        say(out, NETD_UNTOUCHED, NCCL_LOG_INFO,
+            "%s: no netd pin (%s); NCCL's own tuning is kept here and, since this rank never "
+            "registered, on every other rank of the communicator",
+            what, reply->error);
+        return;
+    case NETD_PIN_LOST:
+        /* The one case no protocol can close (docs/nccl.md): registered, verdict lost. Failing
+         * init would be a one-rank failure too; NCCL is left alone and the log says why. */
+        say(out, NETD_UNTOUCHED, NCCL_LOG_WARN,
+            "%s: netd at %s took the request but %s; NCCL's own tuning is kept (if netd crashed "
+            "just after deciding, peers may differ: NETD_TUNER=off runs without netd)",
+            what, s->socket, reply->error);
+        return;
+    case NETD_PIN_ANSWERED:
+        break;
+    }
+    if (reply->response.status == NETD_PIN_APPLY && reply->response.table_digest == 0) {
+        latch(reply->table, reply->response.table_size, n_nodes, 1, reply->response.pinned_at_ns, what, slice,
+              out);
+        return;
+    }
+    if (reply->response.status == NETD_PIN_FAIL) { /* netd may have registered us but has no verdict */
+        say(out, NETD_UNTOUCHED, NCCL_LOG_WARN,
+            "%s: netd has no verdict for this rank (%s); NCCL's own tuning is kept (peers may differ "
+            "if the pin completed: NETD_TUNER=off runs without netd)",
+            what, reply->response.reason);
+        return;
+    }
+    say(out, NETD_UNTOUCHED, NCCL_LOG_INFO, "%s: %s; NCCL's own tuning is kept on every rank", what,
+        reply->response.reason);
+}
+
 void netd_obtain_pinned(const struct netd_settings *s, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
                         struct netd_slice *slice, struct netd_obtained *out)
 {
     memset(out, 0, sizeof *out);
+    size_t len = 0;
+    uint8_t *buf = NULL;
+    uint64_t digest = 0;
+    if (s->table[0] != '\0') {
+        if ((buf = read_static(s, &len, out)) == NULL)
+            return;
+        digest = netd_digest64(s->table_sha256) | 1U; /* never 0, which means daemon mode */
+    }
+    int64_t start = netd_mono_ns(), budget = (int64_t)s->timeout_ms * 1000000;
     struct netd_pin_request req = {
         .magic = NETD_PIN_REQUEST_MAGIC,
         .version = NETD_PIN_PROTO_VERSION,
@@ -203,42 +323,19 @@ void netd_obtain_pinned(const struct netd_settings *s, uint64_t comm_id, size_t 
         .member = netd_member_id(slice),
         .timeout_ms = s->timeout_ms,
         .pid = (uint32_t)getpid(),
+        .register_by_ns = start + budget / 2, /* half to be taken, half for the verdict */
+        .deadline_ns = start + budget,
+        .static_digest = digest,
     };
     struct netd_pin_reply reply;
     char what[96];
     snprintf(what, sizeof what, "comm %016llx (%zu ranks, %zu nodes)", (unsigned long long)comm_id, n_ranks,
              n_nodes);
-    switch (netd_pin_ask(s->socket, &req, s->timeout_ms, &reply)) {
-    case NETD_PIN_UNREGISTERED:
-        say(out, NETD_UNTOUCHED, NCCL_LOG_INFO,
-            "%s: no netd pin (%s); NCCL's own tuning is kept here and, since this rank never "
-            "registered, on every other rank of the communicator",
-            what, reply.error);
-        return;
-    case NETD_PIN_LOST:
-        say(out, NETD_FAIL, NCCL_LOG_WARN,
-            "%s: asked netd at %s for the pin but %s; this rank cannot know which table its peers "
-            "use, so init fails (NETD_TUNER=off runs without netd)",
-            what, s->socket, reply.error);
-        return;
-    case NETD_PIN_ANSWERED:
-        break;
-    }
-    switch ((enum netd_pin_status)reply.response.status) {
-    case NETD_PIN_FAIL:
-        say(out, NETD_FAIL, NCCL_LOG_WARN,
-            "%s: netd has no verdict for this rank (%s), so it cannot know which table its peers use "
-            "and init fails (NETD_TUNER=off runs without netd)",
-            what, reply.response.reason);
-        break;
-    case NETD_PIN_NEUTRAL:
-        say(out, NETD_UNTOUCHED, NCCL_LOG_INFO, "%s: %s; NCCL's own tuning is kept on every rank", what,
-            reply.response.reason);
-        break;
-    case NETD_PIN_APPLY:
-        latch(reply.table, reply.response.table_size, n_nodes, 1, reply.response.pinned_at_ns, what, slice,
-              out);
-        break;
-    }
+    enum netd_pin_outcome got = netd_pin_ask(s->socket, &req, &reply);
+    if (buf != NULL)
+        static_verdict(s, got, &reply, digest, buf, len, n_nodes, what, slice, out);
+    else
+        daemon_verdict(s, got, &reply, n_nodes, what, slice, out);
+    free(buf);
     free(reply.table);
 }

@@ -12,25 +12,31 @@
 #include "hints.h"
 
 #define NETD_DEFAULT_SOCKET "/run/netd/nccl.sock"
-#define NETD_DEFAULT_TIMEOUT_MS 10000U
+#define NETD_DEFAULT_TIMEOUT_MS 1000U
+/* Below ~200 ms a loaded host cannot even schedule the daemon reliably; above a minute an init
+ * waits longer than any job tolerates. Values outside are clamped (and said so), not refused. */
+#define NETD_MIN_TIMEOUT_MS 200U
+#define NETD_MAX_TIMEOUT_MS 60000U
 #define NETD_PATH_MAX 4096
 
 struct netd_settings {
     int enabled;               /* NETD_TUNER (default on) */
     char socket[108];          /* NETD_TUNER_SOCKET */
-    unsigned timeout_ms;       /* NETD_TUNER_TIMEOUT_MS */
+    unsigned timeout_ms;       /* NETD_TUNER_TIMEOUT_MS, clamped */
     char table[NETD_PATH_MAX]; /* NETD_TUNER_TABLE, empty when unset */
     char table_sha256[65];     /* NETD_TUNER_TABLE_SHA256, lower-case hex */
+    char note[160];            /* an adjusted value worth one log line (a clamped timeout) */
     char error[256];           /* set when a variable is invalid */
 };
 
-/* Reads the NETD_TUNER* environment. 0, or -1 with settings->error naming the variable. */
+/* Reads the NETD_TUNER* environment. NETD_TUNER=off stops before any other variable is read.
+ * 0, or -1 with settings->error naming the variable (the caller leaves NCCL alone). */
 int netd_settings_load(struct netd_settings *s);
 
 enum netd_verdict {
     NETD_UNTOUCHED = 0, /* leave NCCL's choices alone; every rank of the communicator does too */
     NETD_APPLY = 1,     /* `slice` holds this communicator's hints */
-    NETD_FAIL = 2,      /* init must fail: this rank cannot know what its peers use */
+    NETD_FAIL = 2,      /* init must fail: the static table every rank was given is unusable */
 };
 
 struct netd_obtained {
@@ -41,12 +47,16 @@ struct netd_obtained {
     char message[512];
 };
 
-/* Static table mode (no communicator id needed: also serves tuner API v3/v4). */
+/* Static table mode without a communicator id (tuner API v2/v3/v4): the file alone decides. */
 void netd_obtain_static(const struct netd_settings *s, size_t n_nodes, struct netd_slice *slice,
                         struct netd_obtained *out);
 
-/* Daemon mode: the pin protocol for (comm_id, n_ranks, n_nodes). */
+/* With a communicator id: the pin protocol for (comm_id, n_ranks, n_nodes). A static table is
+ * registered by its digest, so ranks mixing static and daemon tables end NEUTRAL together. */
 void netd_obtain_pinned(const struct netd_settings *s, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
                         struct netd_slice *slice, struct netd_obtained *out);
+
+/* First 8 bytes (little-endian) of a SHA-256 hex digest: the static_digest of the pin request. */
+uint64_t netd_digest64(const char *sha256_hex);
 
 #endif

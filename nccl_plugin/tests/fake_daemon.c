@@ -41,6 +41,12 @@ static void serve_one(struct fake_daemon *d, int fd)
         return;
     d->last = req;
     d->requests++;
+    struct netd_pin_ack ack = {NETD_PIN_ACK_MAGIC, NETD_PIN_PROTO_VERSION, sizeof ack};
+    if (d->mode == FAKE_NEWER)
+        ack.version = NETD_PIN_PROTO_VERSION + 1;
+    int acks = d->mode != FAKE_NO_ACK && d->mode != FAKE_OLD && d->mode != FAKE_REFUSE && d->mode != FAKE_GARBAGE;
+    if (acks)
+        write_all(fd, &ack, sizeof ack);
     struct netd_pin_response r = {
         .magic = NETD_PIN_RESPONSE_MAGIC,
         .version = NETD_PIN_PROTO_VERSION,
@@ -66,9 +72,22 @@ static void serve_one(struct fake_daemon *d, int fd)
         write_all(fd, &r, sizeof r);
         write_all(fd, d->table, d->mode == FAKE_CUT_TABLE ? d->table_size / 2 : d->table_size);
         break;
+    case FAKE_STATIC_OK:
+        r.status = NETD_PIN_APPLY;
+        r.table_digest = req.static_digest;
+        write_all(fd, &r, sizeof r);
+        break;
+    case FAKE_OLD: /* protocol 1's response: same 8-byte prefix, version 1, 128 bytes */
+        r.version = 1;
+        r.status = NETD_PIN_NEUTRAL;
+        write_all(fd, &r, sizeof r);
+        break;
+    case FAKE_NEWER:
+        break; /* the ACK of another version is already the answer */
+    case FAKE_REFUSE:
     case FAKE_NEUTRAL:
     case FAKE_FAIL:
-        r.status = d->mode == FAKE_NEUTRAL ? NETD_PIN_NEUTRAL : NETD_PIN_FAIL;
+        r.status = d->mode != FAKE_FAIL ? NETD_PIN_NEUTRAL : NETD_PIN_FAIL;
         snprintf(r.reason, sizeof r.reason, "%s",
                  d->mode == FAKE_NEUTRAL ? "only 1 of 2 ranks asked" : "comm id collides");
         write_all(fd, &r, sizeof r);
@@ -80,7 +99,9 @@ static void serve_one(struct fake_daemon *d, int fd)
         break;
     }
     case FAKE_CLOSE:
+    case FAKE_WEDGED:
         break;
+    case FAKE_NO_ACK:
     case FAKE_SILENT: {
         char c;
         while (read(fd, &c, 1) > 0) { /* until the client gives up and closes */
@@ -93,6 +114,11 @@ static void serve_one(struct fake_daemon *d, int fd)
 static void *loop(void *arg)
 {
     struct fake_daemon *d = arg;
+    if (d->mode == FAKE_WEDGED) { /* never accept: connections pile up in the backlog */
+        while (!d->stop)
+            usleep(1000);
+        return NULL;
+    }
     while (!d->stop) {
         int fd = accept(d->listen_fd, NULL, NULL);
         if (fd < 0)
@@ -119,7 +145,7 @@ int fake_daemon_start(struct fake_daemon *d, enum fake_mode mode, const uint8_t 
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     snprintf(addr.sun_path, sizeof addr.sun_path, "%s", d->path);
     if (d->listen_fd < 0 || bind(d->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-        listen(d->listen_fd, 16) != 0)
+        listen(d->listen_fd, mode == FAKE_WEDGED ? 1 : 16) != 0) /* wedged: the queue fills after 2 */
         return -1;
     return pthread_create(&d->thread, NULL, loop, d) == 0 ? 0 : -1;
 }

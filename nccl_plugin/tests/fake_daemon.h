@@ -18,6 +18,12 @@ enum fake_mode {
     FAKE_CUT_TABLE,  /* APPLY header announcing the table, then only half of it */
     FAKE_WRONG_COMM, /* a well-formed APPLY for another communicator */
     FAKE_OVERSIZE,   /* APPLY announcing a 2 MiB table (more than the plugin reads) */
+    FAKE_NO_ACK,     /* read the request, never ACK, never answer (a daemon stuck before registering) */
+    FAKE_OLD,        /* a protocol-1 daemon: a 128-byte version-1 NEUTRAL answer, no ACK */
+    FAKE_NEWER,      /* a protocol-3 daemon: ACK and answer of version 3 */
+    FAKE_REFUSE,     /* a NEUTRAL answer without ACK (refused before registering) */
+    FAKE_STATIC_OK,  /* APPLY of a static pin: table_digest echoes the request's static_digest */
+    FAKE_WEDGED,     /* listening, never accepting */
 };
 
 struct fake_daemon {

@@ -38,6 +38,8 @@ int main(void)
     CONST(NETD_HINT_F_ALL);
     CONST(NETD_PIN_REQUEST_MAGIC);
     CONST(NETD_PIN_RESPONSE_MAGIC);
+    CONST(NETD_PIN_ACK_MAGIC);
+    CONST(NETD_PIN_MAX_MESSAGE);
     CONST(NETD_PIN_PROTO_VERSION);
     CONST(NETD_PIN_REASON_LEN);
     CONST(NETD_PIN_APPLY);
@@ -79,6 +81,14 @@ int main(void)
     FIELD(netd_pin_request, member);
     FIELD(netd_pin_request, timeout_ms);
     FIELD(netd_pin_request, pid);
+    FIELD(netd_pin_request, register_by_ns);
+    FIELD(netd_pin_request, deadline_ns);
+    FIELD(netd_pin_request, static_digest);
+    STRUCT_END(0);
+    STRUCT_BEGIN(netd_pin_ack);
+    FIELD(netd_pin_ack, magic);
+    FIELD(netd_pin_ack, version);
+    FIELD(netd_pin_ack, size);
     STRUCT_END(0);
     STRUCT_BEGIN(netd_pin_response);
     FIELD(netd_pin_response, magic);
@@ -88,6 +98,8 @@ int main(void)
     FIELD(netd_pin_response, table_size);
     FIELD(netd_pin_response, comm_id);
     FIELD(netd_pin_response, pinned_at_ns);
+    FIELD(netd_pin_response, generation);
+    FIELD(netd_pin_response, table_digest);
     FIELD(netd_pin_response, reason);
     STRUCT_END(1);
     printf("}\n");

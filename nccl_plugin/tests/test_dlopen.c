@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * test_dlopen.c — the shared object as NCCL loads it: dlopen(RTLD_NOW | RTLD_LOCAL), the
- * versioned symbols v6 -> v5 -> v4 -> v3, init / getCollInfo / finalize with NCCL-shaped cost
+ * versioned symbols v6 -> v5 -> v4 -> v3 -> v2, init / getCollInfo / finalize with NCCL-shaped cost
  * tables, the logger, the environment, and several communicators on several threads.
  *
  *   test_dlopen path/to/libnccl-tuner-netd.so
@@ -26,6 +26,7 @@ static const ncclTuner_v6_t *v6;
 static const ncclTuner_v5_t *v5;
 static const ncclTuner_v4_t *v4;
 static const ncclTuner_v3_t *v3;
+static const ncclTuner_v2_t *v2;
 static uint8_t table_buf[NETD_HINTS_TABLE_BYTES] __attribute__((aligned(8)));
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -92,8 +93,10 @@ static void test_symbols(void *lib)
     v5 = dlsym(lib, "ncclTunerPlugin_v5");
     v4 = dlsym(lib, "ncclTunerPlugin_v4");
     v3 = dlsym(lib, "ncclTunerPlugin_v3");
-    CHECK(v6 != NULL && v5 != NULL && v4 != NULL && v3 != NULL);
-    CHECK(dlsym(lib, "ncclTunerPlugin_v2") == NULL);
+    v2 = dlsym(lib, "ncclTunerPlugin_v2");
+    CHECK(v6 != NULL && v5 != NULL && v4 != NULL && v3 != NULL && v2 != NULL);
+    CHECK(dlsym(lib, "ncclTunerPlugin_v1") == NULL);
+    CHECK(strcmp(v2->name, "netd") == 0 && v2->init != NULL && v2->getCollInfo != NULL && v2->destroy != NULL);
     CHECK(dlsym(lib, "netd_apply") == NULL); /* hidden */
     CHECK(dlsym(lib, "netd_sha256") == NULL);
     CHECK(strcmp(v6->name, "netd") == 0 && strcmp(v5->name, "netd") == 0);
@@ -116,10 +119,17 @@ static void test_off(void)
         pick_after(v6->getCollInfo, ctx, ncclFuncAllReduce, 1 << 20, &COST_ALLREDUCE_1M_7x3[0][0], 7, &nch),
         4);
     CHECK_INT(v6->finalize(ctx), ncclSuccess);
+    /* malformed: NCCL is left alone, and the process says so once, not per communicator */
     setenv("NETD_TUNER", "bogus", 1);
-    CHECK_INT(v6->init(&ctx, 42, 16, 2, logger, NULL, NULL), ncclInvalidUsage);
-    CHECK(strstr(last_log, "NETD_TUNER=bogus") != NULL && last_level == NCCL_LOG_WARN);
-    CHECK_INT(v6->init(&ctx, 42, 16, 2, NULL, NULL, NULL), ncclInvalidUsage); /* NULL logger is fine */
+    CHECK_INT(v6->init(&ctx, 42, 16, 2, logger, NULL, NULL), ncclSuccess);
+    CHECK(ctx == NULL && strstr(last_log, "NETD_TUNER=bogus") != NULL && last_level == NCCL_LOG_WARN);
+    last_log[0] = '\0';
+    unsetenv("NETD_TUNER");
+    setenv("NETD_TUNER_TIMEOUT_MS", "soon", 1);
+    CHECK_INT(v6->init(&ctx, 43, 16, 2, logger, NULL, NULL), ncclSuccess);
+    CHECK_INT(v3->init(16, 2, logger, &ctx), ncclSuccess);
+    CHECK(ctx == NULL && last_log[0] == '\0');
+    CHECK_INT(v6->init(&ctx, 42, 16, 2, NULL, NULL, NULL), ncclSuccess); /* NULL logger is fine */
     clear_env();
 }
 
@@ -130,6 +140,7 @@ static void use_static_table(const char *path)
     CHECK_INT(tb_write(path, table_buf, sizeof table_buf), 0);
     setenv("NETD_TUNER_TABLE", path, 1);
     setenv("NETD_TUNER_TABLE_SHA256", sha, 1);
+    setenv("NETD_TUNER_SOCKET", "/tmp/netd-tuner-dlopen-nonexistent/nccl.sock", 1); /* no netd here */
 }
 
 static void test_static_all_versions(const char *path)
@@ -220,15 +231,63 @@ static void test_daemon_modes(void)
     CHECK(ctx == NULL && strstr(last_log, "no communicator id") != NULL);
     fake_daemon_stop(&d);
     CHECK_INT(d.requests, before);
-    /* lost verdict: init fails loudly */
+    /* lost verdict after the ACK: NCCL is left alone, with a warning (never an init failure) */
     CHECK_INT(fake_daemon_start(&d, FAKE_CLOSE, NULL, 0, 0), 0);
     setenv("NETD_TUNER_SOCKET", d.path, 1);
-    CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSystemError);
-    CHECK(strstr(last_log, "init fails") != NULL && last_level == NCCL_LOG_WARN);
+    CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
+    CHECK(ctx == NULL && strstr(last_log, "took the request but") != NULL && last_level == NCCL_LOG_WARN);
+    fake_daemon_stop(&d);
+    /* a protocol-1 daemon (before an upgrade): NCCL left alone */
+    CHECK_INT(fake_daemon_start(&d, FAKE_OLD, NULL, 0, 0), 0);
+    setenv("NETD_TUNER_SOCKET", d.path, 1);
+    CHECK_INT(v6->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
+    CHECK(ctx == NULL && strstr(last_log, "pin protocol 1") != NULL);
     fake_daemon_stop(&d);
     /* no daemon: untouched */
     CHECK_INT(v5->init(&ctx, 0xABCDEF, 16, 2, logger, NULL, &constants), ncclSuccess);
     CHECK(ctx == NULL && strstr(last_log, "no netd pin") != NULL);
+    clear_env();
+}
+
+/* NCCL 2.21 (v2): a static table's hard pins become algorithm/protocol; channel counts are
+ * clamped to that NCCL's 32; NCCL_ALGO set leaves NCCL alone. */
+static void test_v2(const char *path)
+{
+    clear_env();
+    tb_init(table_buf, wall_ns(), 0);
+    *tb_entry(table_buf, 1, 4, 13) = (struct netd_hint_entry){.algo = 1, .proto = 2, .n_channels = 40, .flags = NETD_HINT_F_PIN};
+    *tb_entry(table_buf, 1, 4, 14) = (struct netd_hint_entry){.algo = 4, .proto = 2, .flags = NETD_HINT_F_PIN};
+    int ring[] = {1};
+    *tb_entry(table_buf, 1, 4, 15) = tb_soft(0, ring, 1); /* forbid-only: not expressible in v2 */
+    tb_seal(table_buf);
+    use_static_table(path);
+    void *ctx = NULL;
+    CHECK_INT(v2->init(16, 2, logger, &ctx), ncclSuccess);
+    CHECK(ctx != NULL);
+    int algo = -1, proto = -1, nch = 0;
+    CHECK_INT(v2->getCollInfo(ctx, ncclFuncAllReduce, 4 << 20, 0, 0, 1, &algo, &proto, &nch), ncclSuccess);
+    CHECK(algo == 1 && proto == 2 && nch == 32);
+    algo = proto = -1, nch = 0;
+    v2->getCollInfo(ctx, ncclFuncAllReduce, 8 << 20, 0, 0, 1, &algo, &proto, &nch); /* NVLS, unsupported */
+    CHECK(algo == -1 && proto == -1 && nch == 0);
+    v2->getCollInfo(ctx, ncclFuncAllReduce, 8 << 20, 0, 1, 1, &algo, &proto, &nch); /* NVLS supported */
+    CHECK(algo == 4 && proto == 2);
+    algo = proto = -1;
+    v2->getCollInfo(ctx, ncclFuncAllReduce, 16 << 20, 0, 0, 1, &algo, &proto, &nch);
+    CHECK(algo == -1 && proto == -1);
+    CHECK_INT(v2->destroy(ctx), ncclSuccess);
+    /* the same 40 channels through v5 (NCCL 2.28+, 64 channels): not clamped */
+    float t[21];
+    memcpy(t, COST_ALLREDUCE_1M_7x3, sizeof t);
+    nch = 0;
+    CHECK_INT(v5->init(&ctx, 3, 16, 2, logger, NULL, NULL), ncclSuccess);
+    v5->getCollInfo(ctx, ncclFuncAllReduce, 4 << 20, 1, (float **)(void *)t, 7, 3, 0, &nch);
+    CHECK_INT(nch, 40);
+    CHECK_INT(v5->finalize(ctx), ncclSuccess);
+    setenv("NCCL_ALGO", "ring", 1);
+    CHECK_INT(v2->init(16, 2, logger, &ctx), ncclSuccess);
+    CHECK(ctx == NULL && strstr(last_log, "NCCL_ALGO") != NULL);
+    unsetenv("NCCL_ALGO");
     clear_env();
 }
 
@@ -305,6 +364,8 @@ int main(int argc, char **argv)
     test_static_all_versions(path);
     printf("%-44s %s\n", "test_static_all_versions", check_failures ? "FAILED" : "ok");
     RUN(test_daemon_modes);
+    test_v2(path);
+    printf("%-44s %s\n", "test_v2", check_failures ? "FAILED" : "ok");
     test_threads(path);
     printf("%-44s %s\n", "test_threads", check_failures ? "FAILED" : "ok");
     unlink(path);

@@ -10,10 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../src/hints.h"
+#include "../src/nccl_abi.h"
 #include "../src/pin_client.h"
 #include "../src/sha256.h"
 #include "../src/source.h"
@@ -362,33 +364,48 @@ static void test_settings(void)
     unsetenv("NETD_TUNER_TABLE_SHA256");
     CHECK_INT(netd_settings_load(&s), 0);
     CHECK(s.enabled && s.timeout_ms == NETD_DEFAULT_TIMEOUT_MS && strcmp(s.socket, NETD_DEFAULT_SOCKET) == 0);
-    CHECK(s.table[0] == '\0');
+    CHECK(s.table[0] == '\0' && s.note[0] == '\0');
     setenv("NETD_TUNER", "OFF", 1);
     CHECK(netd_settings_load(&s) == 0 && !s.enabled);
     setenv("NETD_TUNER", "0", 1);
     CHECK(netd_settings_load(&s) == 0 && !s.enabled);
+    /* off is read first: nothing else is parsed, however malformed */
+    setenv("NETD_TUNER_TIMEOUT_MS", "garbage", 1);
+    setenv("NETD_TUNER_TABLE", "/x", 1);
+    CHECK(netd_settings_load(&s) == 0 && !s.enabled && s.error[0] == '\0' && s.table[0] == '\0');
+    unsetenv("NETD_TUNER_TABLE");
+    unsetenv("NETD_TUNER_TIMEOUT_MS");
     setenv("NETD_TUNER", "on", 1);
     CHECK(netd_settings_load(&s) == 0 && s.enabled);
     setenv("NETD_TUNER", "maybe", 1);
-    CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "NETD_TUNER=maybe") != NULL);
+    CHECK(netd_settings_load(&s) != 0 && !s.enabled && strstr(s.error, "NETD_TUNER=maybe") != NULL);
     unsetenv("NETD_TUNER");
     setenv("NETD_TUNER_TIMEOUT_MS", "250", 1);
-    CHECK(netd_settings_load(&s) == 0 && s.timeout_ms == 250);
-    const char *bad_timeouts[] = {"abc", "50", "10s", "-1", "999999999"};
+    CHECK(netd_settings_load(&s) == 0 && s.timeout_ms == 250 && s.note[0] == '\0');
+    /* out of range: clamped (and noted), not refused */
+    const char *clamp_in[] = {"50", "0", "999999999", "99999999999999999999999"};
+    const unsigned clamp_out[] = {NETD_MIN_TIMEOUT_MS, NETD_MIN_TIMEOUT_MS, NETD_MAX_TIMEOUT_MS, NETD_MAX_TIMEOUT_MS};
+    for (size_t i = 0; i < sizeof clamp_in / sizeof *clamp_in; i++) {
+        setenv("NETD_TUNER_TIMEOUT_MS", clamp_in[i], 1);
+        CHECK(netd_settings_load(&s) == 0 && s.timeout_ms == clamp_out[i] && strstr(s.note, "clamped") != NULL);
+    }
+    const char *bad_timeouts[] = {"abc", "10s", "-1", " 5"};
     for (size_t i = 0; i < sizeof bad_timeouts / sizeof *bad_timeouts; i++) {
         setenv("NETD_TUNER_TIMEOUT_MS", bad_timeouts[i], 1);
         CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "NETD_TUNER_TIMEOUT_MS") != NULL);
     }
     unsetenv("NETD_TUNER_TIMEOUT_MS");
     setenv("NETD_TUNER_TABLE", "/tmp/x.ndht", 1);
-    CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "NETD_TUNER_TABLE_SHA256 is not") != NULL);
+    CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "NETD_TUNER_TABLE is set without") != NULL);
     setenv("NETD_TUNER_TABLE_SHA256", "abc", 1);
     CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "64 hex") != NULL);
     setenv("NETD_TUNER_TABLE_SHA256", "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855", 1);
     CHECK(netd_settings_load(&s) == 0 &&
           strcmp(s.table_sha256, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0);
+    /* the pin's static digest: the first 8 digest bytes, little-endian */
+    CHECK(netd_digest64(s.table_sha256) == 0x141CFC9842C4B0E3ULL);
     unsetenv("NETD_TUNER_TABLE");
-    CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "NETD_TUNER_TABLE is not") != NULL);
+    CHECK(netd_settings_load(&s) != 0 && strstr(s.error, "NETD_TUNER_TABLE_SHA256 is set without") != NULL);
     unsetenv("NETD_TUNER_TABLE_SHA256");
 }
 
@@ -448,6 +465,16 @@ static void test_static_source(void)
     static_settings(&s, dir, sha);
     netd_obtain_static(&s, 2, &slice, &got);
     CHECK_INT(got.verdict, NETD_FAIL);
+    /* a FIFO nobody writes to: opening or reading it would block init forever */
+    CHECK_INT(mkfifo(path, 0600), 0);
+    static_settings(&s, path, sha);
+    netd_obtain_static(&s, 2, &slice, &got);
+    CHECK_INT(got.verdict, NETD_FAIL);
+    CHECK(strstr(got.message, "not a regular file") != NULL);
+    unlink(path);
+    static_settings(&s, "/dev/zero", sha); /* a device: endless bytes */
+    netd_obtain_static(&s, 2, &slice, &got);
+    CHECK(got.verdict == NETD_FAIL && strstr(got.message, "not a regular file") != NULL);
     rmdir(dir);
 }
 
@@ -457,6 +484,11 @@ static void pinned_settings(struct netd_settings *s, const char *socket, unsigne
     s->enabled = 1;
     s->timeout_ms = timeout_ms;
     snprintf(s->socket, sizeof s->socket, "%s", socket);
+}
+
+static int64_t mono_ms(void)
+{
+    return netd_mono_ns() / 1000000;
 }
 
 static enum netd_verdict ask_fake(enum fake_mode mode, const uint8_t *table, uint32_t size, int64_t pinned_at,
@@ -481,11 +513,16 @@ static void test_pinned_source(void)
     build_valid_table(now, 30000);
     struct netd_obtained got;
     struct netd_pin_request seen;
+    int64_t before = netd_mono_ns();
     CHECK_INT(ask_fake(FAKE_APPLY, table_buf, sizeof table_buf, now + 1000000, &got, &seen), NETD_APPLY);
     CHECK_INT(got.active_entries, 2);
-    CHECK(seen.magic == NETD_PIN_REQUEST_MAGIC && seen.version == NETD_PIN_PROTO_VERSION);
+    CHECK(seen.magic == NETD_PIN_REQUEST_MAGIC && seen.version == NETD_PIN_PROTO_VERSION && seen.size == 72);
     CHECK(seen.comm_id == 0xC0FFEE0123456789ULL && seen.n_ranks == 16 && seen.n_nodes == 2);
     CHECK(seen.member != 0 && seen.timeout_ms == 300 && seen.pid == (uint32_t)getpid());
+    CHECK(seen.static_digest == 0);
+    /* both fences on the shared monotonic clock: half the budget to be taken, all of it for the verdict */
+    CHECK(seen.register_by_ns >= before + 150000000LL && seen.register_by_ns <= netd_mono_ns() + 150000000LL);
+    CHECK_INT(seen.deadline_ns - seen.register_by_ns, 150000000LL);
     /* verdicts every rank shares: NCCL untouched */
     CHECK_INT(ask_fake(FAKE_NEUTRAL, NULL, 0, now, &got, NULL), NETD_UNTOUCHED);
     CHECK(strstr(got.message, "only 1 of 2 ranks asked") != NULL);
@@ -499,15 +536,23 @@ static void test_pinned_source(void)
     CHECK_INT(ask_fake(FAKE_APPLY, bad, sizeof bad, now, &got, NULL), NETD_UNTOUCHED); /* corrupt */
     CHECK_INT(ask_fake(FAKE_OVERSIZE, table_buf, sizeof table_buf, now, &got, NULL),
               NETD_UNTOUCHED); /* oversized */
-    /* this rank may be registered but has no verdict: init must fail */
-    CHECK_INT(ask_fake(FAKE_FAIL, NULL, 0, now, &got, NULL), NETD_FAIL);
-    CHECK_INT(ask_fake(FAKE_GARBAGE, NULL, 0, now, &got, NULL), NETD_FAIL);
-    CHECK(strstr(got.message, "malformed") != NULL);
-    CHECK_INT(ask_fake(FAKE_CLOSE, NULL, 0, now, &got, NULL), NETD_FAIL);
-    CHECK_INT(ask_fake(FAKE_SILENT, NULL, 0, now, &got, NULL), NETD_FAIL);
-    CHECK(strstr(got.message, "timeout") != NULL);
-    CHECK_INT(ask_fake(FAKE_CUT_TABLE, table_buf, sizeof table_buf, now, &got, NULL), NETD_FAIL);
-    CHECK_INT(ask_fake(FAKE_WRONG_COMM, table_buf, sizeof table_buf, now, &got, NULL), NETD_FAIL);
+    /* nothing the daemon does fails init: a static table every rank fails alike is the only way */
+    enum fake_mode never_fail[] = {FAKE_FAIL, FAKE_GARBAGE, FAKE_CLOSE, FAKE_SILENT, FAKE_CUT_TABLE,
+                                   FAKE_WRONG_COMM, FAKE_NO_ACK, FAKE_OLD, FAKE_NEWER, FAKE_REFUSE};
+    for (size_t i = 0; i < sizeof never_fail / sizeof *never_fail; i++) {
+        CHECK_INT(ask_fake(never_fail[i], table_buf, sizeof table_buf, now, &got, NULL), NETD_UNTOUCHED);
+    }
+    /* ACKed then silent: possibly registered, verdict lost; said as a warning */
+    ask_fake(FAKE_SILENT, NULL, 0, now, &got, NULL);
+    CHECK(got.level == NCCL_LOG_WARN && strstr(got.message, "no answer within the timeout") != NULL);
+    /* never ACKed: provably unregistered */
+    ask_fake(FAKE_NO_ACK, NULL, 0, now, &got, NULL);
+    CHECK(strstr(got.message, "never registered") != NULL && strstr(got.message, "no ACK") != NULL);
+    /* another protocol version, older or newer: unregistered, never a failure */
+    ask_fake(FAKE_OLD, NULL, 0, now, &got, NULL);
+    CHECK(strstr(got.message, "pin protocol 1, this plugin 2") != NULL);
+    ask_fake(FAKE_NEWER, NULL, 0, now, &got, NULL);
+    CHECK(strstr(got.message, "pin protocol 3, this plugin 2") != NULL);
     /* no daemon at all: never registered, so untouched (and the pin cannot complete elsewhere) */
     struct netd_settings s;
     struct netd_slice slice;
@@ -515,6 +560,67 @@ static void test_pinned_source(void)
     netd_obtain_pinned(&s, 1, 2, 2, &slice, &got);
     CHECK_INT(got.verdict, NETD_UNTOUCHED);
     CHECK(strstr(got.message, "never registered") != NULL);
+}
+
+/* A daemon that listens but never accepts: the first connections sit in its queue (the request
+ * is sent, no ACK ever comes), later ones find the queue full. Each costs at most the timeout. */
+static void test_wedged_daemon(void)
+{
+    struct fake_daemon d;
+    CHECK_INT(fake_daemon_start(&d, FAKE_WEDGED, NULL, 0, 0), 0);
+    struct netd_settings s;
+    struct netd_slice slice;
+    struct netd_obtained got;
+    pinned_settings(&s, d.path, 200);
+    int queued = 0, full = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t t0 = mono_ms();
+        netd_obtain_pinned(&s, 9, 4, 2, &slice, &got);
+        int64_t took = mono_ms() - t0;
+        CHECK_INT(got.verdict, NETD_UNTOUCHED);
+        /* bounded: the pre-fix client blocked in connect() forever; 10x the budget is "bounded" */
+        CHECK(took < 2000);
+        queued += strstr(got.message, "no ACK") != NULL;
+        full += strstr(got.message, "connect") != NULL;
+    }
+    CHECK(queued >= 1 && full >= 1 && queued + full == 4);
+    fake_daemon_stop(&d);
+}
+
+/* A static table with a daemon: registered by digest, applied only when the pin says every rank
+ * pinned the same file; refused (NEUTRAL) otherwise; applied alone only where no netd runs. */
+static void test_static_with_daemon(void)
+{
+    char dir[] = "/tmp/netd-tuner-mixed-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[128], sha[65];
+    snprintf(path, sizeof path, "%s/job.ndht", dir);
+    build_valid_table(wall_ns(), 0);
+    CHECK_INT(tb_write(path, table_buf, sizeof table_buf), 0);
+    tb_sha256_hex(table_buf, sizeof table_buf, sha);
+    struct netd_settings s;
+    struct netd_slice slice;
+    struct netd_obtained got;
+    struct fake_daemon d;
+    enum fake_mode modes[] = {FAKE_STATIC_OK, FAKE_NEUTRAL, FAKE_APPLY};
+    enum netd_verdict want[] = {NETD_APPLY, NETD_UNTOUCHED, NETD_UNTOUCHED}; /* a daemon table is not ours */
+    for (int i = 0; i < 3; i++) {
+        CHECK_INT(fake_daemon_start(&d, modes[i], table_buf, sizeof table_buf, wall_ns()), 0);
+        static_settings(&s, path, sha);
+        snprintf(s.socket, sizeof s.socket, "%s", d.path);
+        s.timeout_ms = 300;
+        netd_obtain_pinned(&s, 5, 4, 2, &slice, &got);
+        fake_daemon_stop(&d);
+        CHECK_INT(got.verdict, want[i]);
+        CHECK(d.requests == 1 && d.last.static_digest == (netd_digest64(sha) | 1U));
+    }
+    static_settings(&s, path, sha);
+    snprintf(s.socket, sizeof s.socket, "%s/no-netd.sock", dir);
+    s.timeout_ms = 300;
+    netd_obtain_pinned(&s, 5, 4, 2, &slice, &got);
+    CHECK(got.verdict == NETD_APPLY && strstr(got.message, "no netd here") != NULL);
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -534,5 +640,7 @@ int main(void)
     RUN(test_settings);
     RUN(test_static_source);
     RUN(test_pinned_source);
+    RUN(test_wedged_daemon);
+    RUN(test_static_with_daemon);
     return CHECK_SUMMARY("test_unit");
 }

@@ -1,8 +1,8 @@
 """``[nccl]``: the NCCL tuner plugin's side of the daemon (docs/nccl.md, docs/configuration.md).
 
 Kept beside :mod:`netd.config.settings` (stdlib and pydantic only) and added to its ``Config`` as ``nccl``.
-Timeouts nest: the pin service's ``pin_window`` < this daemon's ``pin_timeout`` < the plugin's
-``NETD_TUNER_TIMEOUT_MS`` (default 10 s), so every rank gets its verdict before it gives up.
+The plugin's ``NETD_TUNER_TIMEOUT_MS`` (default 1 s) bounds every pin: each rank sends its deadline
+and pins are decided before the earliest; ``pin_window`` and ``pin_timeout`` are upper bounds on top.
 """
 
 from __future__ import annotations

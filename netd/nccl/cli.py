@@ -191,3 +191,41 @@ def register_bench(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=5, help="rounds of each plugin, alternating (default 5)")
     p.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
     p.set_defaults(handler=_cmd_bench, needs_config=False)
+    register_pins_bench(sub)
+
+
+def _cmd_bench_pins(args: argparse.Namespace, cfg: Config | None) -> int:
+    from netd.nccl.bench_pins import bench_pins
+
+    results = bench_pins(args.ranks, args.ranks_per_host, args.timeout_ms, args.rounds)
+    print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    return 0
+
+
+def _ranks(text: str) -> list[int]:
+    try:
+        return [int(n) for n in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"expected a rank count or a comma list, e.g. 512,2048,4096: {text!r}"
+        ) from exc
+
+
+def register_pins_bench(sub: Any) -> None:
+    p = sub.add_parser(
+        "pins",
+        help="N ranks of one communicator register against a real pin service (p50/p99, neutral, failures)",
+        description="Starts the pin service (the real /v1/nccl router on uvicorn) in a child process and "
+        "registers N ranks of one communicator through simulated hosts (netd's own pin client, which "
+        "batches a host's ranks), all starting together with the plugin's budget. Prints JSON.",
+    )
+    p.add_argument("--ranks", type=_ranks, default=[4096], help="ranks, or a comma list (default 4096)")
+    p.add_argument("--ranks-per-host", type=int, default=8, help="ranks on one host (default 8)")
+    p.add_argument(
+        "--timeout-ms", type=int, default=1000, help="each rank's budget (default 1000, the plugin's)"
+    )
+    p.add_argument(
+        "--rounds", type=int, default=3, help="communicators registered one after another (default 3)"
+    )
+    p.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
+    p.set_defaults(handler=_cmd_bench_pins, needs_config=False)

@@ -1,5 +1,7 @@
-"""The JSON of ``POST /v1/nccl/pins``: what a daemon sends the pin service for one rank, and the verdict.
+"""The JSON of ``POST /v1/nccl/pins``: what a daemon sends the pin service for its ranks, and the verdict.
 
+One request per host and communicator: the daemon batches the members of its local ranks (small:
+ids, counts, a budget) and sends its table once, so the service's work grows with hosts, not ranks.
 64-bit ids travel as hex strings (JSON numbers above 2^53 lose precision in many clients) and the
 table as base64 of the netd_hints.h bytes.
 """
@@ -8,9 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from netd.nccl.layout import TABLE_BYTES
 from netd.nccl.pin_wire import PinStatus
@@ -20,6 +22,7 @@ __all__ = ["PinRequestBody", "PinResponseBody", "response_body", "verdict_from_b
 
 _HEX64 = r"^[0-9a-fA-F]{1,16}$"
 _MAX_TABLE_B64 = 4 * ((TABLE_BYTES + 2) // 3) + 4
+MAX_MEMBERS = 1 << 16  # one host's ranks of one communicator
 
 
 class PinRequestBody(BaseModel):
@@ -28,12 +31,21 @@ class PinRequestBody(BaseModel):
     comm_id: str = Field(pattern=_HEX64, description="NCCL's commId (comm->commHash), hex")
     n_ranks: int = Field(ge=1, le=1 << 24, description="ranks in the communicator")
     n_nodes: int = Field(ge=1, le=1 << 24, description="nodes in the communicator")
-    member: str = Field(pattern=_HEX64, description="this rank's random registration id, hex")
+    members: list[Annotated[str, StringConstraints(pattern=_HEX64)]] = Field(
+        min_length=1, max_length=MAX_MEMBERS, description="this host's ranks' random registration ids, hex"
+    )
     host: str = Field("", max_length=255, description="the asking host (informative)")
     table: str | None = Field(None, max_length=_MAX_TABLE_B64, description="the asker's hint table, base64")
+    static_digest: str = Field("0", pattern=_HEX64, description="0, or the static table the ranks pinned")
+    budget_ms: int = Field(
+        60_000, ge=0, le=600_000, description="how long the asker waits: the pin is decided before"
+    )
 
     def key(self) -> PinKey:
         return PinKey(int(self.comm_id, 16), self.n_ranks, self.n_nodes)
+
+    def member_ids(self) -> list[int]:
+        return [int(m, 16) for m in self.members]
 
     def table_bytes(self) -> bytes | None:
         if self.table is None:
@@ -50,6 +62,8 @@ class PinResponseBody(BaseModel):
     comm_id: str
     pinned_at_ns: int = 0
     pinned_by: str = ""
+    generation: int = 0
+    static_digest: str = "0"
     table: str | None = None
 
 
@@ -60,10 +74,23 @@ def response_body(key: PinKey, verdict: PinVerdict) -> PinResponseBody:
         comm_id=f"{key.comm_id:016x}",
         pinned_at_ns=verdict.pinned_at_ns,
         pinned_by=verdict.pinned_by,
+        generation=verdict.generation,
+        static_digest=f"{verdict.digest:x}",
         table=None if verdict.table is None else base64.b64encode(verdict.table).decode(),
     )
 
 
 def verdict_from_body(body: PinResponseBody) -> PinVerdict:
     table = None if body.table is None else base64.b64decode(body.table, validate=True)
-    return PinVerdict(PinStatus[body.status.upper()], body.reason, table, body.pinned_at_ns, body.pinned_by)
+    status = PinStatus[body.status.upper()]
+    if status is PinStatus.FAIL:  # an older pin service: no verdict this rank can share
+        return PinVerdict.neutral(f"pin service: {body.reason}")
+    return PinVerdict(
+        status,
+        body.reason,
+        table,
+        body.pinned_at_ns,
+        body.pinned_by,
+        body.generation,
+        int(body.static_digest, 16),
+    )

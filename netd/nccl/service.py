@@ -24,7 +24,7 @@ from netd.nccl.pins import PinAuthority
 from netd.nccl.policy import ModelParams
 from netd.nccl.publisher import HintPublisher
 from netd.nccl.routes import nccl_router
-from netd.nccl.socket_server import PinResolver, PinSocketServer
+from netd.nccl.socket_server import LOCAL_WINDOW_S, PinResolver, PinSocketServer
 from netd.sources.gids import read_gids
 
 __all__ = ["NcclService", "env_document", "switch_profile"]
@@ -80,7 +80,7 @@ class NcclService:
             pin_token = load_token(n.pin_token_file) if n.pin_token_file else token
             remote = RemotePins(n.pin_service, pin_token, n.pin_timeout, host) if n.pin_service else None
             resolver = PinResolver(
-                PinAuthority(window_s=n.pin_window, keep_s=n.keep_pins),
+                PinAuthority(window_s=min(n.pin_window, LOCAL_WINDOW_S), keep_s=n.keep_pins),
                 remote,
                 self.publisher.table_bytes,
                 host,

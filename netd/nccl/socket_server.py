@@ -1,11 +1,21 @@
 """The Unix socket libnccl-tuner-netd.so asks at communicator init (pin protocol of netd_hints.h).
 
-One request per connection: the plugin sends a ``netd_pin_request``; the daemon registers the rank
-with the right authority — its own :class:`PinAuthority` for single-node communicators, the pin
-service (:class:`RemotePins`) for multi-node ones — and answers ``netd_pin_response`` plus the
-table bytes on APPLY. Every complete request gets an answer; a request the daemon refuses
-before registering (bad version, too many clients, nonsense sizes) gets NEUTRAL, which is safe
-because an unregistered rank keeps its communicator's pin from completing anywhere.
+One request per connection: the plugin sends a ``netd_pin_request``; the daemon writes an ACK,
+*then* reads CLOCK_MONOTONIC (shared with the plugin) and registers the rank only if it is still
+before the request's ``register_by_ns`` — with its own :class:`PinAuthority` for single-node
+communicators, the pin service (:class:`RemotePins`) for multi-node ones — and answers
+``netd_pin_response`` plus the table bytes on APPLY, before the request's ``deadline_ns``. A
+plugin that saw no ACK by register_by therefore knows it is not registered (netd_hints.h).
+
+A request the daemon refuses before registering (another protocol version, too many clients,
+nonsense sizes, no pin service for a multi-node communicator) gets NEUTRAL without an ACK; one
+taken after its register_by gets the ACK and then NEUTRAL, unregistered. Both are safe because an
+unregistered rank keeps its communicator's pin from completing anywhere. A protocol-1 plugin gets
+protocol 1's NEUTRAL, which it reads as "not registered".
+
+Single-node pins use a short window: ranks of one host reach tuner init within milliseconds, and
+a "single-node" communicator that spans hosts (NVLink domains across hosts report one node) can
+never complete on one host — it must cost little, and ends NEUTRAL on every host alike.
 
 The server runs its own asyncio loop in a thread, so communicator inits never wait on the HTTP
 listener or the collection loop.
@@ -20,32 +30,43 @@ import os
 import socket
 import stat
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from netd.errors import NetdError
 from netd.nccl.pin_client import RemotePins
 from netd.nccl.pin_wire import (
+    PIN_ACK,
+    PIN_ACK_MAGIC,
+    PIN_MAX_MESSAGE,
+    PIN_PREFIX,
     PIN_PROTO_VERSION,
     PIN_REQUEST,
     PIN_REQUEST_FIELDS,
     PIN_REQUEST_MAGIC,
     PIN_RESPONSE,
     PIN_RESPONSE_MAGIC,
+    PIN_RESPONSE_V1,
     PinStatus,
 )
-from netd.nccl.pins import PinAuthority, PinKey, PinVerdict
+from netd.nccl.pins import PinAuthority, PinKey, PinVerdict, unless_gone
 
 __all__ = ["PinResolver", "PinSocketServer", "encode_response"]
 
 log = logging.getLogger(__name__)
 
 _REQUEST_READ_TIMEOUT_S = 5.0
+LOCAL_WINDOW_S = 0.25  # single-node pins: see the module docstring
+_ACK = PIN_ACK.pack(PIN_ACK_MAGIC, PIN_PROTO_VERSION, PIN_ACK.size)
+
+
+def _reason(text: str, room: int) -> bytes:
+    return text.encode("utf-8")[: room - 1].decode("utf-8", "ignore").encode("utf-8")
 
 
 def encode_response(comm_id: int, verdict: PinVerdict) -> bytes:
     table = verdict.table if verdict.status is PinStatus.APPLY and verdict.table else b""
-    reason = verdict.reason.encode("utf-8")[:95].decode("utf-8", "ignore").encode("utf-8")
     header = PIN_RESPONSE.pack(
         PIN_RESPONSE_MAGIC,
         PIN_PROTO_VERSION,
@@ -54,9 +75,25 @@ def encode_response(comm_id: int, verdict: PinVerdict) -> bytes:
         len(table),
         comm_id,
         verdict.pinned_at_ns,
-        reason,
+        verdict.generation,
+        verdict.digest,
+        _reason(verdict.reason, 80),
     )
     return header + table
+
+
+def encode_v1_neutral(comm_id: int, reason: str) -> bytes:
+    """Protocol 1's NEUTRAL: what an old plugin reads as "not registered, leave NCCL alone"."""
+    return PIN_RESPONSE_V1.pack(
+        PIN_RESPONSE_MAGIC,
+        1,
+        PIN_RESPONSE_V1.size,
+        int(PinStatus.NEUTRAL),
+        0,
+        comm_id,
+        0,
+        _reason(reason, 96),
+    )
 
 
 class PinResolver:
@@ -71,15 +108,24 @@ class PinResolver:
     ) -> None:
         self.local, self.remote, self._table, self.host = local, remote, table, host
 
-    async def resolve(self, key: PinKey, member: int) -> PinVerdict:
-        offer = await asyncio.to_thread(self._table)  # the policy may run (once per tick)
+    def refusal(self, key: PinKey) -> str | None:
+        """Why this communicator cannot be pinned at all (answered before registering), or None."""
+        if key.n_nodes > 1 and self.remote is None:
+            return "multi-node communicator and no [nccl] pin_service configured: this rank is not registered"
+        return None
+
+    async def resolve(
+        self, key: PinKey, member: int, digest: int = 0, budget_s: float | None = None
+    ) -> PinVerdict:
+        why = self.refusal(key)
+        if why is not None:
+            return PinVerdict.neutral(why)
+        # a static pin needs no table; otherwise the policy may run (once per tick)
+        offer = None if digest else await asyncio.to_thread(self._table)
         if key.n_nodes <= 1:
-            return await self.local.join(key, member, offer, self.host)
-        if self.remote is None:
-            return PinVerdict.neutral(
-                "multi-node communicator and no [nccl] pin_service configured: this rank is not registered"
-            )
-        return await self.remote.join(key, member, offer)
+            return await self.local.join(key, member, offer, self.host, digest=digest, budget_s=budget_s)
+        assert self.remote is not None
+        return await self.remote.join(key, member, offer, digest=digest, budget_s=budget_s)
 
 
 class PinSocketServer:
@@ -155,15 +201,11 @@ class PinSocketServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._active += 1
         try:
-            try:
-                data = await asyncio.wait_for(reader.readexactly(PIN_REQUEST.size), _REQUEST_READ_TIMEOUT_S)
-            except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
-                return  # no complete request: nothing registered, nothing to answer
-            req = dict(zip((n for n, _ in PIN_REQUEST_FIELDS), PIN_REQUEST.unpack(data), strict=True))
-            if req["magic"] != PIN_REQUEST_MAGIC:
-                return  # not the plugin
+            req = await self._read_request(reader, writer)
+            if req is None:
+                return
             key = PinKey(req["comm_id"], req["n_ranks"], req["n_nodes"])
-            verdict = await self._verdict(req, key)
+            verdict = await self._verdict(req, key, reader, writer)
             log.info(
                 "nccl pin %s member %016x pid %d: %s (%s)",
                 key,
@@ -181,20 +223,63 @@ class PinSocketServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _verdict(self, req: dict[str, int], key: PinKey) -> PinVerdict:
-        if req["version"] != PIN_PROTO_VERSION or req["size"] != PIN_REQUEST.size:
-            return PinVerdict.neutral(f"netd speaks pin protocol {PIN_PROTO_VERSION}, not {req['version']}")
+    async def _read_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> dict[str, int] | None:
+        """The request's fields, or None when it was answered (other version) or is not the plugin's."""
+        try:
+            prefix = await asyncio.wait_for(reader.readexactly(PIN_PREFIX.size), _REQUEST_READ_TIMEOUT_S)
+            magic, version, size = PIN_PREFIX.unpack(prefix)
+            if magic != PIN_REQUEST_MAGIC or not PIN_PREFIX.size <= size <= PIN_MAX_MESSAGE:
+                return None  # not the plugin
+            rest = await asyncio.wait_for(reader.readexactly(size - PIN_PREFIX.size), _REQUEST_READ_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            return None  # no complete request: nothing registered, nothing to answer
+        other = f"netd speaks pin protocol {PIN_PROTO_VERSION}, not {version}: not registered"
+        if version == 1:
+            comm_id = int.from_bytes(rest[:8], "little") if len(rest) >= 8 else 0
+            writer.write(encode_v1_neutral(comm_id, other))
+            return None
+        if version != PIN_PROTO_VERSION or size != PIN_REQUEST.size:
+            writer.write(encode_response(0, PinVerdict.neutral(other)))  # no ACK: unregistered
+            return None
+        return dict(zip((n for n, _ in PIN_REQUEST_FIELDS), PIN_REQUEST.unpack(prefix + rest), strict=True))
+
+    async def _verdict(
+        self, req: dict[str, int], key: PinKey, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> PinVerdict:
         if not 1 <= key.n_nodes <= key.n_ranks:
             return PinVerdict.neutral(f"invalid communicator size ({key.n_ranks} ranks, {key.n_nodes} nodes)")
         if self._active > self.max_clients:
             return PinVerdict.neutral(
                 f"netd is serving {self.max_clients} communicator inits: not registered"
             )
+        refusal = self.resolver.refusal(key)
+        if refusal is not None:
+            return PinVerdict.neutral(refusal)
+        # The fence: the ACK reaches the plugin's socket first, then the clock is read. A plugin that
+        # gave up at register_by without an ACK is never registered after it.
+        writer.transport.set_write_buffer_limits(0)  # drain() returns only once the kernel has it all
+        writer.write(_ACK)
         try:
-            return await self.resolver.resolve(key, req["member"])
-        except Exception as exc:  # the rank may be registered: the plugin must not guess
+            await writer.drain()
+        except ConnectionError:
+            return PinVerdict.neutral("the plugin went away before the ACK: not registered")
+        now = time.monotonic_ns()  # CLOCK_MONOTONIC, the plugin's clock
+        if now >= req["register_by_ns"]:
+            return PinVerdict.neutral("netd took the request after its register-by time: not registered")
+        budget_s = (req["deadline_ns"] - now) / 1e9
+        resolving = asyncio.ensure_future(
+            self.resolver.resolve(key, req["member"], req["static_digest"], budget_s)
+        )
+        # The plugin sends nothing more: EOF means it died (or gave up). A rank that is gone must
+        # not complete a pin, so its wait is cancelled, which withdraws it from a local pin.
+        try:
+            verdict = await unless_gone(resolving, reader.read(1))
+            return verdict or PinVerdict.neutral("the plugin went away before the verdict")
+        except Exception as exc:  # a bug must not fail NCCL: "no verdict", loudly in both logs
             log.exception("nccl pin %s failed", key)
-            return PinVerdict.fail(f"netd failed while pinning ({type(exc).__name__})")
+            return PinVerdict.unknown(f"netd failed while pinning ({type(exc).__name__})")
 
 
 def _bind(path: Path, mode: int) -> socket.socket:

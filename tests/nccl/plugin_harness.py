@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, required=True)
     args = ap.parse_args(argv)
     plugin = Plugin(args.so)
+    t0 = time.monotonic()
     rc, ctx = plugin.init(int(args.comm, 16), args.ranks, args.nodes)
     result: dict[str, Any] = {
         "init": rc,
+        "init_s": time.monotonic() - t0,
         "context": ctx is not None,
         "logs": plugin.logs,
         "version": plugin.version,

@@ -40,7 +40,7 @@ def _pin_body(offer: bytes | None = None, **over):
         "comm_id": "c0ffee",
         "n_ranks": 1,
         "n_nodes": 1,
-        "member": "1",
+        "members": ["1"],
         "host": "hostA",
         "table": None if offer is None else base64.b64encode(offer).decode(),
     }
@@ -78,7 +78,8 @@ def test_pin_endpoint_pins_and_answers_the_same_verdict(state):
     [
         ({"n_nodes": 3, "n_ranks": 2}, "exceeds n_ranks"),
         ({"comm_id": "not-hex"}, "comm_id"),
-        ({"member": "1" * 17}, "member"),
+        ({"members": ["1" * 17]}, "members"),
+        ({"members": []}, "members"),
         ({"n_ranks": 0}, "n_ranks"),
         ({"table": "!!!not base64!!!"}, "table"),
         ({"table": base64.b64encode(b"x" * 100).decode()}, "bad magic"),

@@ -54,6 +54,7 @@ def _offsets(fields: tuple[tuple[str, str], ...]) -> dict[str, list[int]]:
         ("netd_hints_header", layout.HEADER_FIELDS, layout.HEADER),
         ("netd_pin_request", pin_wire.PIN_REQUEST_FIELDS, pin_wire.PIN_REQUEST),
         ("netd_pin_response", pin_wire.PIN_RESPONSE_FIELDS, pin_wire.PIN_RESPONSE),
+        ("netd_pin_ack", pin_wire.PIN_ACK_FIELDS, pin_wire.PIN_ACK),
     ],
 )
 def test_struct_layout_matches_the_compiler(probe, c_name, fields, packer):
@@ -81,7 +82,9 @@ def test_constants_match(probe):
     assert k["NETD_PIN_REQUEST_MAGIC"] == pin_wire.PIN_REQUEST_MAGIC
     assert k["NETD_PIN_RESPONSE_MAGIC"] == pin_wire.PIN_RESPONSE_MAGIC
     assert k["NETD_PIN_PROTO_VERSION"] == pin_wire.PIN_PROTO_VERSION
-    assert k["NETD_PIN_REASON_LEN"] == pin_wire.PIN_RESPONSE.size - 32
+    assert k["NETD_PIN_ACK_MAGIC"] == pin_wire.PIN_ACK_MAGIC
+    assert k["NETD_PIN_MAX_MESSAGE"] == pin_wire.PIN_MAX_MESSAGE
+    assert k["NETD_PIN_REASON_LEN"] == pin_wire.PIN_RESPONSE.size - 48
     assert [k["NETD_PIN_APPLY"], k["NETD_PIN_NEUTRAL"], k["NETD_PIN_FAIL"]] == [
         s.value for s in pin_wire.PinStatus
     ]

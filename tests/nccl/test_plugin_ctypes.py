@@ -24,7 +24,6 @@ from tests.nccl.plugin_harness import (
     LOG_WARN,
     NCCL_INVALID_USAGE,
     NCCL_SUCCESS,
-    NCCL_SYSTEM_ERROR,
     NCCL_TUNING,
     PAT,
     RING,
@@ -64,6 +63,7 @@ def _static(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data: bytes, sha: s
     path.write_bytes(data)
     monkeypatch.setenv("NETD_TUNER_TABLE", str(path))
     monkeypatch.setenv("NETD_TUNER_TABLE_SHA256", sha or hashlib.sha256(data).hexdigest())
+    monkeypatch.setenv("NETD_TUNER_SOCKET", str(tmp_path / "no-netd-here.sock"))  # the file alone decides
 
 
 def test_exports_only_the_plugin_symbols():
@@ -74,7 +74,7 @@ def test_exports_only_the_plugin_symbols():
         [nm, "-D", "--defined-only", str(so)], capture_output=True, text=True, check=True
     )
     names = sorted(line.split()[-1] for line in defined.stdout.splitlines() if line.strip())
-    assert names == [f"ncclTunerPlugin_v{v}" for v in (3, 4, 5, 6)]
+    assert names == [f"ncclTunerPlugin_v{v}" for v in (2, 3, 4, 5, 6)]
     undefined = subprocess.run(
         [nm, "-D", "--undefined-only", str(so)], capture_output=True, text=True, check=True
     )
@@ -157,7 +157,12 @@ class ScriptedResolver(PinResolver):
         super().__init__(PinAuthority(), None, lambda: None, "scripted")
         self.verdict, self.delay_s = verdict, delay_s
 
-    async def resolve(self, key: PinKey, member: int) -> PinVerdict:
+    def refusal(self, key: PinKey) -> str | None:
+        return None  # every request reaches the script
+
+    async def resolve(
+        self, key: PinKey, member: int, digest: int = 0, budget_s: float | None = None
+    ) -> PinVerdict:
         await asyncio.sleep(self.delay_s)
         if self.verdict is None:
             raise RuntimeError("lost the pin service mid-request")
@@ -199,13 +204,21 @@ NOW = 1_800_000_000 * 10**9
             False,
             "only 3 of 4",
         ),
-        ("fail", PinVerdict.fail("comm id collides"), 0, NCCL_SYSTEM_ERROR, False, "comm id collides"),
-        ("daemon error", None, 0, NCCL_SYSTEM_ERROR, False, "failed while pinning"),
+        # a protocol-1 FAIL status is read as NEUTRAL; nothing a daemon does fails init
+        (
+            "fail",
+            PinVerdict(PinStatus.FAIL, "comm id collides"),
+            0,
+            NCCL_SUCCESS,
+            False,
+            "comm id collides",
+        ),
+        ("daemon error", None, 0, NCCL_SUCCESS, False, "failed while pinning"),
         (
             "timeout",
             PinVerdict.neutral("too late"),
             1.5,
-            NCCL_SYSTEM_ERROR,
+            NCCL_SUCCESS,
             False,
             "no answer within the timeout",
         ),
