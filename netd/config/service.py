@@ -74,7 +74,13 @@ class SchedulerConfig(_Section):
     # Pods of one multi-node job carry this label with a shared value (scheduler-plugins coscheduling).
     pod_group_label: str = "scheduling.x-k8s.io/pod-group"
     peer_weight: float = Field(0.3, ge=0, le=1, description="share of the score from ToRs holding peers")
-    unknown_node_score: int = Field(5, ge=0, le=10, description="score of a node netd knows nothing about")
+    # A node netd knows nothing about (no netd there, or its data aged out): lowest passes the filter
+    # and scores 0; neutral passes and scores unknown_node_score; reject fails the filter.
+    unknown_nodes: Literal["lowest", "neutral", "reject"] = "lowest"
+    unknown_node_score: int = Field(5, ge=0, le=10, description="score of an unknown node when neutral")
+    stale_after: float = Field(
+        120.0, gt=0, description="seconds after which the whole view counts as unknown"
+    )
 
 
 class ClusterConfig(_Section):
