@@ -5,7 +5,9 @@ sends a request, or sends its head or body a byte at a time, stays open for as l
 likes; ~900 of them once exhausted the daemon's 1024 file descriptors, after which neither /healthz
 nor the collector could open anything. This protocol (uvicorn's httptools one, plus):
 
-* counts open connections and, past ``max_connections``, answers the new one ``503`` with
+* counts open connections and, past ``max_connections``, first closes the longest *idle* one (no
+  request in progress: silent since accept, mid-head, or kept alive after a response), so silent clients
+  cannot lock out a liveness probe; when none is idle it answers the new one ``503`` with
   ``Retry-After`` and closes it at once, so refused clients hold a descriptor for microseconds;
   ``max_connections`` is kept below the process's descriptor limit minus a reserve for the collector,
   the tuner and the NCCL socket (:func:`connection_budget`), so clients never take the last ones;
@@ -36,6 +38,10 @@ class ConnectionLimits:
     body_timeout_s: float = 30.0  # from the head to the last body byte (25 MB at >= ~1 MB/s)
     keep_alive_s: int = 5  # idle between requests on a kept-alive connection (uvicorn's own timer)
     retry_after_s: int = 1
+    # asyncio accepts up to this many connections per wake-up before any is looked at (uvicorn's
+    # default of 2048 let 2000 simultaneous clients hold 1465 descriptors for a moment); it is also
+    # the kernel's queue of connections not yet accepted
+    backlog: int = 128
 
 
 @dataclass
@@ -43,12 +49,14 @@ class ConnectionStats:
     """Counted by the protocol, read by /metrics (netd_http_connections_*)."""
 
     refused: int = 0
+    evicted: int = 0
     timed_out: int = 0
     open: int = 0
 
 
 def connection_budget(wanted: int, reserve: int = FD_RESERVE) -> int:
-    """``wanted``, capped so that clients leave ``reserve`` descriptors free. Raises the soft limit to
+    """``wanted``, capped so that clients (and a backlog's burst of accepts, part of ``reserve``)
+    leave ``reserve`` descriptors free. Raises the soft limit to
     the hard one first (systemd's default soft limit is 1024 while the hard one is 512K)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
@@ -83,15 +91,17 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[H
 
     class GuardedHttp(HttpToolsProtocol):
         _deadline: TimerHandle | None = None
+        _idle_since: float | None = None  # loop time since no request is in progress
 
         def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > limits.max_connections:
+            if len(self.connections) > limits.max_connections and not self._evict_idle():
                 stats.refused += 1
                 transport.write(refusal)
                 transport.close()
                 return
             stats.open = len(self.connections)
+            self._idle_since = self.loop.time()
             self._arm(limits.head_timeout_s)
 
         def connection_lost(self, exc: Exception | None) -> None:
@@ -101,6 +111,7 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[H
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
+            self._idle_since = None
             self._arm(limits.body_timeout_s)
 
         def on_message_complete(self) -> None:
@@ -110,7 +121,24 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[H
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing():
+                self._idle_since = self.loop.time()
                 self._arm(limits.head_timeout_s)
+
+        def _evict_idle(self) -> bool:
+            """Close the connection idle the longest (its request, if any, has not begun to arrive
+            or was answered); the youngest ones usually have a request waiting to be read."""
+            oldest: tuple[float, Transport] | None = None
+            for other in self.connections:
+                since = getattr(other, "_idle_since", None)
+                if other is self or since is None or other.transport.is_closing():
+                    continue
+                if oldest is None or since < oldest[0]:
+                    oldest = (since, other.transport)
+            if oldest is None:
+                return False
+            stats.evicted += 1
+            oldest[1].close()
+            return True
 
         def _arm(self, seconds: float) -> None:
             self._disarm()
@@ -132,4 +160,8 @@ def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[H
 
 def protocol_options(limits: ConnectionLimits, stats: ConnectionStats) -> dict[str, Any]:
     """uvicorn.Config attributes that apply ``limits``."""
-    return {"http": guarded_protocol(limits, stats), "timeout_keep_alive": limits.keep_alive_s}
+    return {
+        "http": guarded_protocol(limits, stats),
+        "timeout_keep_alive": limits.keep_alive_s,
+        "backlog": limits.backlog,
+    }

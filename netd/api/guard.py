@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette.routing import Match
+from starlette.routing import compile_path
 
 from netd.api.auth import CHECK_ATTR
 from netd.api.problems import MAX_DEPTH, PROBLEM_JSON, problem_body
@@ -113,7 +114,10 @@ def json_depth(body: bytes) -> int:
     return int(np.cumsum(step).max())
 
 
-def _token_checks(route: APIRoute) -> list[Callable[[str | None], Any]]:
+Check = Callable[[str | None], Any]
+
+
+def _dependant_checks(route: APIRoute) -> list[Check]:
     out, todo = [], list(route.dependant.dependencies)
     while todo:
         dep = todo.pop()
@@ -124,13 +128,33 @@ def _token_checks(route: APIRoute) -> list[Callable[[str | None], Any]]:
     return out
 
 
+def guarded_routes(
+    routes: Iterable[Any], prefix: str = "", outer: tuple[Check, ...] = ()
+) -> Iterator[tuple[re.Pattern[str], frozenset[str], list[Check]]]:
+    """(path regex, methods, token checks) of every route that needs a token. Routers included into
+    an app are walked through (FastAPI >= 0.120 keeps them as included-router nodes that carry
+    their prefix and dependencies rather than copying their routes)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            checks = [*outer, *_dependant_checks(route)]
+            if checks:
+                yield compile_path(prefix + route.path)[0], frozenset(route.methods or ()), checks
+        elif hasattr(route, "original_router"):
+            ctx = getattr(route, "include_context", None)
+            deps = getattr(ctx, "dependencies", ()) or ()
+            more = tuple(c for d in deps if (c := getattr(d.dependency, CHECK_ATTR, None)) is not None)
+            yield from guarded_routes(
+                route.original_router.routes, prefix + getattr(ctx, "prefix", ""), outer + more
+            )
+
+
 class RequestGuard:
     """Pure ASGI middleware (``app.add_middleware(RequestGuard, routes=app, limits=...)``)."""
 
     def __init__(self, app: ASGIApp, routes: FastAPI, limits: GuardLimits) -> None:
         self.app, self.routes, self.limits = app, routes, limits
         self.in_flight = 0
-        self._checks: dict[int, list[Callable[[str | None], Any]]] = {}
+        self._guarded: list[tuple[re.Pattern[str], frozenset[str], list[Check]]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -171,13 +195,12 @@ class RequestGuard:
         finally:
             self.in_flight -= 1
 
-    def _route_checks(self, scope: Scope) -> list[Callable[[str | None], Any]]:
-        for route in self.routes.router.routes:
-            if isinstance(route, APIRoute) and route.matches(scope)[0] is Match.FULL:
-                key = id(route)
-                if key not in self._checks:
-                    self._checks[key] = _token_checks(route)
-                return self._checks[key]
+    def _route_checks(self, scope: Scope) -> list[Check]:
+        if self._guarded is None:  # routes are all included before the first request
+            self._guarded = list(guarded_routes(self.routes.router.routes))
+        for regex, methods, checks in self._guarded:
+            if scope["method"] in methods and regex.match(scope["path"]):
+                return checks
         return []
 
     async def _refuse(

@@ -13,7 +13,13 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from netd.api.connections import ConnectionLimits, ConnectionStats, connection_budget, protocol_options
+from netd.api.connections import (
+    FD_RESERVE,
+    ConnectionLimits,
+    ConnectionStats,
+    connection_budget,
+    protocol_options,
+)
 from netd.errors import NetdError
 
 __all__ = ["SWITCH_INTERVAL_S", "Server", "bind", "share_interpreter_lock"]
@@ -46,7 +52,8 @@ class Server(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config, limits: ConnectionLimits | None = None) -> None:
         limits = limits or ConnectionLimits()
-        limits = dataclasses.replace(limits, max_connections=connection_budget(limits.max_connections))
+        budget = connection_budget(limits.max_connections, FD_RESERVE + limits.backlog)
+        limits = dataclasses.replace(limits, max_connections=budget)
         self.limits = limits
         self.connection_stats = ConnectionStats()
         for name, value in protocol_options(limits, self.connection_stats).items():
