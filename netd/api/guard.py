@@ -40,7 +40,7 @@ from starlette.routing import compile_path
 from netd.api.auth import CHECK_ATTR
 from netd.api.problems import MAX_DEPTH, PROBLEM_JSON, problem_body
 
-__all__ = ["GuardLimits", "RequestGuard", "json_depth"]
+__all__ = ["GuardLimits", "RequestGuard", "guard_limits", "json_depth"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -90,6 +90,11 @@ class GuardLimits:
             return True  # an IP literal: not a name anyone can rebind
         except ValueError:
             return False
+
+
+def guard_limits(listen_host: str, allowed_hosts: Iterable[str] = ()) -> GuardLimits:
+    """The limits of a listener on ``listen_host`` with ``api.allowed_hosts``."""
+    return GuardLimits(listen_host=listen_host.strip("[]"), allowed_hosts=tuple(allowed_hosts))
 
 
 def json_depth(body: bytes) -> int:

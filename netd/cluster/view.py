@@ -10,7 +10,13 @@ Each refresh (``cluster.refresh_interval``, 10 s) runs three instant queries:
 
 joined on (job, instance, device, port), and feeds the same scorer (:mod:`netd.congestion.scorer`) a
 host daemon uses, so a ToR's score here is the documented aggregate over *all* its hosts' ports.
-A failed refresh keeps the previous snapshot and says so in its note. Pod-group peers for the
+
+At fleet size one answer is too big for one query (8000 ports: 32,000 signal series, 4.1 s against
+a 5 s timeout), so the queries are paged by ToR: ``count by (tor) (netd_port_info)`` lists the ToRs,
+and each page of ``cluster.tors_per_query`` ToRs runs the three queries restricted to its ports
+(``... and on (job, instance, device, port) netd_port_info{tor=~"<page>"}``), each within its own
+timeout. A failed refresh keeps the previous snapshot (the *last good view*) and says in its note
+whether Prometheus was slow or unreachable and how old the view is. Pod-group peers for the
 scheduler come from kube-state-metrics series in the same Prometheus (``kube_pod_labels`` joined
 with ``kube_pod_info``), cached per group for one refresh interval.
 """
@@ -52,6 +58,11 @@ class FabricStats:
     last_ok: float | None = None  # monotonic
     last_duration_s: float = 0.0
     last_error: str | None = None
+    prometheus: str = "ok"  # how the last refresh found Prometheus: ok | slow | unreachable | error
+    queries: int = 0  # in the last refresh
+
+
+_JOIN = "and on (job, instance, device, port)"
 
 
 def _key(labels: Mapping[str, str]) -> Key:
@@ -119,25 +130,65 @@ class FabricView:
         self._snapshot: ClusterSnapshot | None = None
         self._peers: dict[tuple[str, str], tuple[float, Mapping[str, int] | None]] = {}
         self.stats = FabricStats()
+        self.generation = object()  # replaced after every refresh attempt, good or not
 
     def current(self) -> ClusterSnapshot | None:
         return self._snapshot
 
+    def view_age_s(self) -> float | None:
+        """Seconds since the last good refresh (the age of the view served), None before one."""
+        last = self.stats.last_ok
+        return None if last is None else time.monotonic() - last
+
+    def _pages(self) -> list[str]:
+        """One label matcher per page of ToRs ("" when not paging)."""
+        n = self.cfg.tors_per_query
+        if n <= 0:
+            return [""]
+        tors = sorted(
+            {labels.get("tor", "") for labels, _ in self.client.query("count by (tor) (netd_port_info)")}
+        )
+        pages = [tors[i : i + n] for i in range(0, len(tors), n)] or [[]]
+        return [f"tor=~{promql_string('|'.join(re.escape(t) for t in page))}" for page in pages]
+
+    def _query_all(self) -> tuple[list[Sample], list[Sample], list[Sample]]:
+        info: list[Sample] = []
+        signals: list[Sample] = []
+        stormed: list[Sample] = []
+        pages = self._pages()
+        for matcher in pages:
+            ports = f"netd_port_info{{{matcher}}}"
+            join = f" {_JOIN} {ports}" if matcher else ""
+            info += self.client.query(ports)
+            signals += self.client.query(
+                f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}]){join}"
+            )
+            stormed += self.client.query(f"netd_port_pfc_stormed{join}")
+        self.stats.queries = 3 * len(pages) + (self.cfg.tors_per_query > 0)
+        return info, signals, stormed
+
     def refresh(self) -> ClusterSnapshot | None:
+        try:
+            return self._refresh()
+        finally:
+            self.generation = object()
+
+    def _refresh(self) -> ClusterSnapshot | None:
         t0 = time.monotonic()
         self.stats.refreshes += 1
         try:
-            info = self.client.query("netd_port_info")
-            signals = self.client.query(f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}])")
-            stormed = self.client.query("netd_port_pfc_stormed")
+            info, signals, stormed = self._query_all()
         except NetdError as exc:
             self.stats.errors += 1
             self.stats.last_error = str(exc)
-            log.warning("fabric refresh failed: %s", exc)
+            self.stats.prometheus = self.client.last_failure or "error"
+            log.warning("fabric refresh failed (Prometheus %s): %s", self.stats.prometheus, exc)
             old = self._snapshot
             if old is not None:
+                age = self.view_age_s() or 0.0
                 note: str | None = (
-                    f"Prometheus query failed ({exc}); serving data from {time.ctime(old.timestamp)}"
+                    f"Prometheus {self.stats.prometheus} ({exc}); serving the last good view, "
+                    f"{age:.0f} s old (from {time.ctime(old.timestamp)})"
                 )
                 self._snapshot = ClusterSnapshot(
                     "fabric", old.timestamp, old.emulated, old.topology, old.congestion, note
@@ -176,6 +227,7 @@ class FabricView:
         self.stats.last_ok = time.monotonic()
         self.stats.last_duration_s = self.stats.last_ok - t0
         self.stats.last_error = None
+        self.stats.prometheus = "ok"
         return self._snapshot
 
     def peers(self, label: str, group: str) -> Mapping[str, int] | None:

@@ -15,6 +15,7 @@ from netd import __version__
 from netd.api.app import create_app
 from netd.api.auth import load_token
 from netd.api.exposure import exposure_warning
+from netd.api.guard import guard_limits
 from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import HostView
 from netd.config.settings import Config
@@ -146,6 +147,7 @@ def serve(
             scheduler=cfg.scheduler,
             routers=(nccl.router, *tuning.routers),
             collectors=tuning.collectors,
+            guard=guard_limits(host, cfg.api.allowed_hosts),
         )
         server = Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")

@@ -90,6 +90,8 @@ class ClusterConfig(_Section):
     refresh_interval: float = Field(10.0, ge=1, le=3600)
     window: str = Field("1m", pattern=r"^[0-9]+(ms|s|m|h)$", description="PromQL range for averaging signals")
     query_timeout: float = Field(5.0, gt=0, le=60)
+    # ToRs per query page (0: one query per metric for the whole fleet); pages keep each answer small
+    tors_per_query: int = Field(64, ge=0, le=100_000)
     # kube-state-metrics series used to find a pod group's peers (empty: no peer affinity)
     pod_labels_metric: str = "kube_pod_labels"
     pod_info_metric: str = "kube_pod_info"

@@ -4,6 +4,7 @@ kube-state-metrics that says where a pod group already runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -227,3 +228,65 @@ def test_netd_fabric_without_prometheus_says_it_serves_one_host(tmp_path: Path):
     finally:
         err = _stop(proc)
     assert proc.returncode == 0 and "no Prometheus configured" in err
+
+
+def test_queries_paged_by_tor_give_the_same_view(cluster: str):
+    whole = FabricView(
+        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=0), CongestionScorer()
+    )
+    paged = FabricView(
+        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=1), CongestionScorer()
+    )
+    try:
+        a, b = whole.refresh(), paged.refresh()
+        assert a is not None and b is not None and a.congestion is not None and b.congestion is not None
+        assert whole.stats.queries == 3 and paged.stats.queries == 1 + 3 * 2  # the ToR list, then 2 pages
+        assert a.topology is not None and b.topology is not None
+        assert a.topology.ports == b.topology.ports
+        key = lambda r: sorted((p.name, sorted(p.signals.items())) for p in r.ports)  # noqa: E731
+        assert key(a.congestion) == key(b.congestion)
+    finally:
+        whole.close()
+        paged.close()
+
+
+class _Slow(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # answers after the client gave up
+        time.sleep(1.5)
+        with contextlib.suppress(OSError):
+            self.send_response(200)
+            self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_slow_and_unreachable_prometheus_keep_the_last_good_view(cluster: str):
+    from netd.cluster.cli import _readiness
+    from netd.sources.prometheus import PrometheusClient
+
+    cfg = ClusterConfig(prometheus_url=cluster, window="10s", query_timeout=0.3)
+    view = FabricView(cfg, CongestionScorer())
+    slow = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    try:
+        good = view.refresh()
+        assert good is not None and view.stats.prometheus == "ok"
+        view.client.close()
+        view.client = PrometheusClient(f"http://127.0.0.1:{slow.server_address[1]}", 0.3)
+        kept = view.refresh()
+        assert view.stats.prometheus == "slow" and "slow" in (view.stats.last_error or "")
+        assert kept is not None and kept.congestion is good.congestion and kept.timestamp == good.timestamp
+        assert kept.note is not None and "Prometheus slow" in kept.note and "last good view" in kept.note
+        ready, details = _readiness(view, 120.0)()
+        assert ready and details["prometheus_state"] == "slow" and details["view_age_s"] >= 0
+        view.client.close()
+        view.client = PrometheusClient(f"http://127.0.0.1:{_free_port()}", 0.3)  # nothing listens
+        view.refresh()
+        assert view.stats.prometheus == "unreachable" and "unreachable" in (view.stats.last_error or "")
+        assert view.current() is not None and view.current().congestion is good.congestion  # type: ignore[union-attr]
+        assert not _readiness(view, 0.001)()[0]  # past stale_after the view no longer counts as ready
+    finally:
+        view.close()
+        slow.shutdown()
+        slow.server_close()
