@@ -10,8 +10,10 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
 from netd import __version__
+from netd.api.connections import ConnectionStats
 from netd.api.exposition import MetricsCache, add_metrics_route
 from netd.api.guard import GuardLimits, RequestGuard
+from netd.api.http_metrics import HttpCollector
 from netd.api.problems import install_problem_handlers
 
 __all__ = ["base_app"]
@@ -29,7 +31,11 @@ def base_app(
     # schema stays at /openapi.json for any OpenAPI viewer.
     app = FastAPI(title=title, version=__version__, description=description, docs_url=None, redoc_url=None)
     install_problem_handlers(app)
-    app.add_middleware(RequestGuard, routes=app, limits=guard or GuardLimits())
+    guard = guard or GuardLimits()
+    app.add_middleware(RequestGuard, routes=app, limits=guard)
+    # netd.api.server.Server counts into this one when it serves the app
+    app.state.connection_stats = ConnectionStats()
+    registry.register(HttpCollector(app.state.connection_stats, guard))
     app.state.metrics = MetricsCache(registry, version)
     add_metrics_route(app, app.state.metrics)
 

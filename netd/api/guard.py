@@ -51,6 +51,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MiB = 1 << 20
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 EXEMPT = ("/healthz", "/readyz")
+REASONS = {400: "too_deep", 401: "auth", 403: "auth", 413: "too_large", 421: "host", 503: "busy"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ class GuardLimits:
     # extra Host names ("*": any); loopback names and IP literals are always allowed
     allowed_hosts: tuple[str, ...] = ()
     listen_host: str = ""
-    stats: dict[str, int] = field(default_factory=lambda: {"rejected": 0}, compare=False)
+    # refusals by reason (netd_http_requests_rejected_total{reason})
+    stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS.values(), 0), compare=False)
 
     def body_limit(self, path: str) -> int:
         for prefix, limit in self.route_body_bytes:
@@ -217,7 +219,8 @@ class RequestGuard:
         headers: dict[str, str],
         extra: dict[str, str] | None = None,
     ) -> None:
-        self.limits.stats["rejected"] += 1
+        reason = REASONS.get(status, "auth")
+        self.limits.stats[reason] = self.limits.stats.get(reason, 0) + 1
         body = json.dumps(problem_body(status, detail, scope["path"])).encode()
         out = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
         out += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]

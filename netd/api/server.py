@@ -55,7 +55,8 @@ class Server(uvicorn.Server):
         budget = connection_budget(limits.max_connections, FD_RESERVE + limits.backlog)
         limits = dataclasses.replace(limits, max_connections=budget)
         self.limits = limits
-        self.connection_stats = ConnectionStats()
+        state = getattr(config.app, "state", None)  # a netd app counts in its own (netd.api.base)
+        self.connection_stats = getattr(state, "connection_stats", None) or ConnectionStats()
         for name, value in protocol_options(limits, self.connection_stats).items():
             setattr(config, name, value)
         super().__init__(config)
