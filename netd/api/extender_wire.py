@@ -123,27 +123,29 @@ _ENC = msgspec.json.Encoder()
 
 
 def encode_filter(asked: Candidates, passed: list[str], failed: dict[str, str]) -> bytes:
-    """``ExtenderFilterResult``: NodeNames when asked with names, else the passing Node objects as sent."""
-    node_names = b"null"
-    nodes = b"null"
+    """``ExtenderFilterResult``: NodeNames when asked with names, else the passing Node objects as sent.
+
+    Built as one list of parts joined once: the Node objects are the request's own bytes (25 MB at
+    5000 nodes), and every intermediate copy of them cost tens of milliseconds."""
+    tail = b',"FailedNodes":{},"FailedAndUnresolvableNodes":%s,"Error":""}' % _ENC.encode(failed)
     if asked.node_list is None:
-        node_names = _ENC.encode(passed)
-    else:
-        nl = asked.node_list
-        keep = set(passed)
-        items = [raw for raw, name in zip(nl.items or (), asked.names, strict=True) if name in keep]
-        fields = [
-            b'"%s":%s' % (key.encode(), bytes(value))
-            for key, value in (("apiVersion", nl.apiVersion), ("kind", nl.kind), ("metadata", nl.metadata))
-            if len(value)
-        ]
-        fields.append(b'"items":[' + b",".join(bytes(r) for r in items) + b"]")
-        nodes = b"{" + b",".join(fields) + b"}"
-    return b'{"Nodes":%s,"NodeNames":%s,"FailedNodes":{},"FailedAndUnresolvableNodes":%s,"Error":""}' % (
-        nodes,
-        node_names,
-        _ENC.encode(failed),
-    )
+        return b'{"Nodes":null,"NodeNames":%s%s' % (_ENC.encode(passed), tail)
+    nl = asked.node_list
+    parts: list[bytes | msgspec.Raw] = [b'{"Nodes":{']
+    for key, value in (("apiVersion", nl.apiVersion), ("kind", nl.kind), ("metadata", nl.metadata)):
+        if len(value):
+            parts += [b'"%s":' % key.encode(), value, b","]
+    parts.append(b'"items":[')
+    keep = set(passed)
+    first = True
+    for raw, name in zip(nl.items or (), asked.names, strict=True):
+        if name in keep:
+            if not first:
+                parts.append(b",")
+            parts.append(raw)
+            first = False
+    parts += [b']},"NodeNames":null', tail]
+    return b"".join(parts)  # msgspec.Raw is a buffer: joined without a copy of its own
 
 
 def encode_priorities(scores: list[tuple[str, int]]) -> bytes:

@@ -1,0 +1,107 @@
+"""The scale and abuse phases of `netd bench api` (issue 18): the extender at 5000 nodes, /metrics
+at full rate, /healthz while 25 MB requests arrive, and idle connections held against the listener.
+
+Every phase sends its load from separate processes (netd.bench.load), so the clients do not share
+the server's interpreter lock. ``big`` is a listener whose cluster view has 5000 nodes (re-scored
+every ``refresh_s``, like `netd fabric`); ``main`` is the daemon's own listener (ticking).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from netd.bench.load_run import percentile, run_load, start_load
+
+__all__ = ["extender_bodies", "scale_phases"]
+
+POD = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
+
+
+def _node(name: str) -> dict[str, Any]:
+    """A v1.Node of the size kube-scheduler sends (labels, addresses, 30 images, conditions: ~5 KB)."""
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {f"node.example/label-{i}": f"value-{i:02d}-" + "x" * 24 for i in range(20)},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller": "true"},
+        },
+        "spec": {"podCIDR": "10.244.0.0/24", "providerID": f"example://{name}"},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": "10.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
+            "images": [
+                {"names": [f"registry.example/team/image-{i}@sha256:" + "0" * 64], "sizeBytes": 1_000_000 + i}
+                for i in range(30)
+            ],
+            "conditions": [
+                {
+                    "type": t,
+                    "status": "False",
+                    "reason": "KubeletHasSufficient" + t,
+                    "message": "kubelet is fine",
+                }
+                for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
+            ],
+        },
+    }
+
+
+def extender_bodies(tmp: Path, nodes: int) -> tuple[Path, Path]:
+    """(ExtenderArgs with ``nodes`` NodeNames, ExtenderArgs with ``nodes`` full Node objects)."""
+    names = [f"node-{n:03d}" for n in range(nodes)]
+    by_name, full = tmp / "names.json", tmp / "nodes.json"
+    by_name.write_text(json.dumps({"Pod": POD, "Nodes": None, "NodeNames": names}))
+    full.write_text(
+        json.dumps({"Pod": POD, "Nodes": {"items": [_node(n) for n in names]}, "NodeNames": None})
+    )
+    return by_name, full
+
+
+def _idle_survived(port: int, main: str, steps: tuple[int, ...]) -> int:
+    """The most idle connections held open while every /healthz probe still answered."""
+    held: list[socket.socket] = []
+    survived = 0
+    try:
+        for target in steps:
+            while len(held) < target:
+                held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            probe = run_load(f"{main}/healthz", 20.0, 1.0, None, connections=1)
+            if probe["errors"] or not probe["answered"]:
+                break
+            survived = target
+    except OSError:
+        pass
+    finally:
+        for s in held:
+            s.close()
+    return survived
+
+
+def scale_phases(
+    main: str, big: str, port: int, names: Path, full: Path, seconds: float, ticks: list[float]
+) -> dict[str, Any]:
+    """``ticks``: the daemon's tick durations (ms), appended as it ticks; read around /metrics load."""
+    names_run = run_load(f"{big}/scheduler/prioritize", 20.0, seconds, names)
+    nodes_run = run_load(f"{big}/scheduler/filter", 1.0, max(seconds, 10.0), full, connections=2)
+    # /healthz probed while 25 MB filter requests arrive and are parsed
+    filters = start_load(f"{big}/scheduler/filter", 1.0, seconds, full, connections=2)
+    healthz = run_load(f"{big}/healthz", 50.0, seconds, None, connections=2)
+    filters.communicate(timeout=seconds + 120)
+    ticks.clear()
+    metrics = run_load(f"{main}/metrics", 1000.0, seconds, None, connections=16)
+    under_metrics = list(ticks)
+    return {
+        "extender_5000_names": {k: names_run[k] for k in ("p50_ms", "p99_ms", "answered", "errors")},
+        "extender_5000_nodes": {k: nodes_run[k] for k in ("p50_ms", "p99_ms", "answered", "errors")},
+        "metrics": {k: metrics[k] for k in ("rps", "p50_ms", "p99_ms", "answered", "errors")},
+        "tick_p99_ms_metrics_load": percentile(under_metrics, 99),
+        "healthz_under_25mb_ms": healthz["p99_ms"],
+        "healthz_under_25mb": {k: healthz[k] for k in ("p50_ms", "p99_ms", "max_ms", "answered", "errors")},
+        "idle_conns_survived": _idle_survived(port, main, (500, 1000, 2000, 4000)),
+        "body_bytes_5000_nodes": full.stat().st_size,
+    }
