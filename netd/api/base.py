@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from netd import __version__
 from netd.api.connections import ConnectionStats
-from netd.api.exposition import MetricsCache, add_metrics_route
+from netd.api.exposition import MetricsCache, MetricsEndpoint
 from netd.api.guard import GuardLimits, RequestGuard
 from netd.api.http_metrics import HttpCollector
 from netd.api.problems import install_problem_handlers
@@ -32,12 +32,12 @@ def base_app(
     app = FastAPI(title=title, version=__version__, description=description, docs_url=None, redoc_url=None)
     install_problem_handlers(app)
     guard = guard or GuardLimits()
+    app.state.metrics = MetricsCache(registry, version)
+    app.add_middleware(MetricsEndpoint, cache=app.state.metrics)  # inside the guard (added last: outermost)
     app.add_middleware(RequestGuard, routes=app, limits=guard)
     # netd.api.server.Server counts into this one when it serves the app
     app.state.connection_stats = ConnectionStats()
     registry.register(HttpCollector(app.state.connection_stats, guard))
-    app.state.metrics = MetricsCache(registry, version)
-    add_metrics_route(app, app.state.metrics)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import gzip
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from fastapi import FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.openmetrics import exposition as openmetrics
 from starlette.concurrency import run_in_threadpool
 
-__all__ = ["MetricsCache", "add_metrics_route"]
+__all__ = ["MetricsCache", "MetricsEndpoint"]
 
 
 class MetricsCache:
@@ -68,19 +68,35 @@ def _wants(header: str, token: str) -> bool:
     return False
 
 
-def add_metrics_route(app: FastAPI, cache: MetricsCache) -> None:
-    @app.api_route("/metrics", methods=["GET", "HEAD"], include_in_schema=False)
-    async def metrics(request: Request) -> Response:
-        om = _wants(request.headers.get("accept", ""), "application/openmetrics-text")
-        gz = _wants(request.headers.get("accept-encoding", ""), "gzip")
-        data = cache.cached(om, gz)
+class MetricsEndpoint:
+    """Pure ASGI middleware answering GET/HEAD /metrics itself: a scrape is a dictionary lookup and
+    a write, without FastAPI's routing and dependency machinery (which cost more than the lookup)."""
+
+    def __init__(self, app: Any, cache: MetricsCache) -> None:
+        self.app, self.cache = app, cache
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/metrics" or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        accept = accept_encoding = ""
+        for name, value in scope["headers"]:
+            if name == b"accept":
+                accept = value.decode("latin-1")
+            elif name == b"accept-encoding":
+                accept_encoding = value.decode("latin-1")
+        om = _wants(accept, "application/openmetrics-text")
+        gz = _wants(accept_encoding, "gzip")
+        data = self.cache.cached(om, gz)
         if data is None:  # once per tick: render in a thread, not on the event loop
-            data = await run_in_threadpool(cache.render, om, gz)
-        headers = {"Vary": "Accept, Accept-Encoding"}
-        if gz:
-            headers["Content-Encoding"] = "gzip"
+            data = await run_in_threadpool(self.cache.render, om, gz)
         media = openmetrics.CONTENT_TYPE_LATEST if om else CONTENT_TYPE_LATEST
-        if request.method == "HEAD":
-            headers["Content-Length"] = str(len(data))
-            return Response(status_code=200, headers=headers, media_type=media)
-        return Response(data, headers=headers, media_type=media)
+        headers = [
+            (b"content-type", media.encode()),
+            (b"content-length", str(len(data)).encode()),
+            (b"vary", b"Accept, Accept-Encoding"),
+        ]
+        if gz:
+            headers.append((b"content-encoding", b"gzip"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else data})
