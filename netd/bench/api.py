@@ -142,9 +142,12 @@ def bench_api(
         threads = [
             threading.Thread(target=daemon.run, args=(stop,), daemon=True),
             threading.Thread(target=rescore, daemon=True),
+            threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True),
+        ]
+        # started after the first phases, so its re-scoring does not weigh on them
+        scale_threads = [
             threading.Thread(target=rescore_big, daemon=True),
             threading.Thread(target=big.run, kwargs={"sockets": [big_sock]}, daemon=True),
-            threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True),
         ]
         body = Path(tmp) / "prioritize.json"
         pod = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
@@ -155,7 +158,7 @@ def bench_api(
             try:
                 for t in threads:
                     t.start()
-                while not (server.started and big.started):
+                while not server.started:
                     time.sleep(0.01)
                 ticks.clear()
                 time.sleep(seconds)  # idle
@@ -175,13 +178,18 @@ def bench_api(
                 scale: dict[str, Any] = {}
                 if scale_nodes:
                     names, full = extender_bodies(Path(tmp), scale_nodes)
+                    for t in scale_threads:
+                        t.start()
+                    while not big.started:
+                        time.sleep(0.01)
                     big_base = f"http://127.0.0.1:{big_sock.getsockname()[1]}"
                     scale = scale_phases(base, big_base, port, names, full, seconds, ticks)
             finally:
                 stop.set()
                 server.should_exit = big.should_exit = True
-                for t in threads:
-                    t.join(timeout=10)
+                for t in threads + scale_threads:
+                    if t.is_alive():
+                        t.join(timeout=10)
                 sock.close()
                 big_sock.close()
                 daemon.close()
