@@ -29,7 +29,7 @@ import uvicorn
 from netd.api.app import create_app
 from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import ClusterSnapshot
-from netd.bench.api_scale import extender_bodies, scale_phases
+from netd.bench.api_scale import extender_bodies, extender_phases, listener_phases
 from netd.bench.load_run import percentile, start_load, summarize
 from netd.commands.run import build_daemon
 from netd.config.settings import load_config
@@ -135,8 +135,10 @@ def bench_api(
             while not stop.wait(interval):
                 view.refresh()
 
+        big_stop = threading.Event()
+
         def rescore_big() -> None:  # netd fabric re-scores every cluster.refresh_interval (10 s)
-            while not stop.wait(10.0):
+            while not big_stop.wait(10.0):
                 big_view.refresh()
 
         threads = [
@@ -183,9 +185,17 @@ def bench_api(
                     while not big.started:
                         time.sleep(0.01)
                     big_base = f"http://127.0.0.1:{big_sock.getsockname()[1]}"
-                    scale = scale_phases(base, big_base, port, names, full, seconds, ticks)
+                    snap = big_view.current()
+                    report = snap.congestion if snap is not None else None
+                    scale = extender_phases(big_base, names, full, seconds, report)
+                    big_stop.set()  # the daemon's own listener alone, as under `netd run`
+                    big.should_exit = True
+                    for t in scale_threads:
+                        t.join(timeout=30)
+                    scale.update(listener_phases(base, port, seconds, ticks))
             finally:
                 stop.set()
+                big_stop.set()
                 server.should_exit = big.should_exit = True
                 for t in threads + scale_threads:
                     if t.is_alive():
