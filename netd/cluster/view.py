@@ -2,8 +2,9 @@
 
 Each refresh (``cluster.refresh_interval``, 10 s) runs three instant queries:
 
-* ``netd_port_info`` — every host's ports with their ``host``, ``tor``, ``spine``, ``rail`` and
-  ``state`` labels (the cluster topology);
+* ``timestamp(netd_port_info)`` — every host's ports with their ``host``, ``tor``, ``spine``,
+  ``rail`` and ``state`` labels (the cluster topology) and when each was last scraped: hosts not
+  scraped for ``cluster.host_stale_after`` (60 s; their netd died) are left out;
 * ``avg_over_time(netd_port_congestion_signal[<window>])`` — each port's four score inputs, averaged
   over ``cluster.window`` (1m);
 * ``netd_port_pfc_stormed`` — each host's own PFC-storm flag;
@@ -60,6 +61,22 @@ class FabricStats:
     last_error: str | None = None
     prometheus: str = "ok"  # how the last refresh found Prometheus: ok | slow | unreachable | error
     queries: int = 0  # in the last refresh
+    silent_hosts: int = 0  # left out of the last view: not scraped for cluster.host_stale_after
+
+
+def _fresh(info: list[Sample], now: float, stale_after_s: float) -> tuple[list[Sample], set[str]]:
+    """The ports of hosts scraped within ``stale_after_s``, and the hosts left out. Prometheus keeps
+    answering a series for 5 minutes after its last scrape, so a host whose netd died would keep its
+    last (calm) scores and outrank live hosts; it is left out, and becomes an unknown node."""
+    fresh: list[Sample] = []
+    silent: set[str] = set()
+    for labels, scraped_at in info:
+        if now - scraped_at <= stale_after_s:
+            fresh.append((labels, scraped_at))
+        else:
+            silent.add(labels.get("host") or labels.get("instance", ""))
+    live = {labels.get("host") or labels.get("instance", "") for labels, _ in fresh}
+    return fresh, silent - live
 
 
 _JOIN = "and on (job, instance, device, port)"
@@ -159,7 +176,7 @@ class FabricView:
         for matcher in pages:
             ports = f"netd_port_info{{{matcher}}}"
             join = f" {_JOIN} {ports}" if matcher else ""
-            info += self.client.query(ports)
+            info += self.client.query(f"timestamp({ports})")  # labels kept, value: the last scrape
             signals += self.client.query(
                 f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}]){join}"
             )
@@ -195,6 +212,15 @@ class FabricView:
                 )
             return self._snapshot
         now = self._clock()
+        info, silent = _fresh(info, now, self.cfg.host_stale_after)
+        self.stats.silent_hosts = len(silent)
+        if silent:
+            log.info(
+                "fabric: %d hosts silent for over %g s left out: %s",
+                len(silent),
+                self.cfg.host_stale_after,
+                sorted(silent)[:10],
+            )
         by_port: dict[Key, dict[str, float]] = {}
         for labels, value in signals:
             if labels.get("signal") in SIGNALS:
@@ -223,6 +249,11 @@ class FabricView:
         report = self.scorer.update(inputs, now)
         emulated = any(labels.get("emulated") == "true" for labels, _ in info)
         note = None if info else f"Prometheus at {self.cfg.prometheus_url} has no netd_port_info series yet"
+        if silent:
+            note = (
+                f"{len(silent)} hosts left out: their netd was last scraped over "
+                f"{self.cfg.host_stale_after:g} s ago (scheduler.unknown_nodes applies to them)"
+            )
         self._snapshot = ClusterSnapshot("fabric", now, emulated, topology, report, note)
         self.stats.last_ok = time.monotonic()
         self.stats.last_duration_s = self.stats.last_ok - t0

@@ -92,6 +92,8 @@ class ClusterConfig(_Section):
     query_timeout: float = Field(5.0, gt=0, le=60)
     # ToRs per query page (0: one query per metric for the whole fleet); pages keep each answer small
     tors_per_query: int = Field(64, ge=0, le=100_000)
+    # a host whose netd was last scraped longer ago is left out of the view (an unknown node)
+    host_stale_after: float = Field(60.0, gt=0, le=3600)
     # kube-state-metrics series used to find a pod group's peers (empty: no peer affinity)
     pod_labels_metric: str = "kube_pod_labels"
     pod_info_metric: str = "kube_pod_info"

@@ -290,3 +290,24 @@ def test_slow_and_unreachable_prometheus_keep_the_last_good_view(cluster: str):
         view.close()
         slow.shutdown()
         slow.server_close()
+
+
+def test_hosts_not_scraped_lately_are_left_out_as_unknown(cluster: str):
+    from netd.congestion.scheduling import NodeIndex
+
+    # every host's last scrape is up to a scrape interval (1 s) old: with a 1 ms limit all are silent
+    silent = FabricView(
+        ClusterConfig(prometheus_url=cluster, window="10s", host_stale_after=0.001), CongestionScorer()
+    )
+    live = FabricView(ClusterConfig(prometheus_url=cluster, window="10s"), CongestionScorer())
+    try:
+        gone, here = silent.refresh(), live.refresh()
+        assert gone is not None and gone.topology is not None and gone.topology.hosts == ()
+        assert silent.stats.silent_hosts == 2 and gone.note is not None and "2 hosts left out" in gone.note
+        assert here is not None and here.topology is not None and len(here.topology.hosts) == 2
+        assert live.stats.silent_hosts == 0
+        _, _, unknown = NodeIndex(gone.congestion).filter(["emu-host0", "emu-host5"])
+        assert unknown == 2  # a host whose netd went silent is an unknown node, not a calm one
+    finally:
+        silent.close()
+        live.close()
