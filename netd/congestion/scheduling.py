@@ -15,14 +15,15 @@ with ``w`` = ``scheduler.peer_weight`` (0.3). A spine counts only by how much ho
 calmest spine (in a one-spine fabric every node shares it, and it would only squeeze all scores
 towards 0 without ranking anyone).
 
-**Unknown nodes** (no ports in the report: the host has no netd, or `netd fabric` has not seen it scraped for
-``cluster.host_stale_after``: its netd died) follow ``scheduler.unknown_nodes``: ``lowest`` (default) passes the filter and
-scores 0, so a node netd cannot vouch for never outranks a known one, nor escapes the down-port veto
-by being silent; ``neutral`` passes and scores ``scheduler.unknown_node_score``; ``reject`` fails the
-filter. A whole report older than ``scheduler.stale_after`` makes every node unknown.
+**Unknown nodes** (no ports in the report: the host has no netd, or ``netd fabric`` has not seen
+it scraped for ``cluster.host_stale_after``: its netd died) follow ``scheduler.unknown_nodes``:
+``lowest`` (default) passes the filter and scores 0, so a node netd cannot vouch for never outranks
+a known one, nor escapes the down-port veto by being silent; ``neutral`` passes and scores
+``scheduler.unknown_node_score``; ``reject`` fails the filter. A whole report older than
+``scheduler.stale_after`` makes every node unknown.
 
-Scores without peers are computed once per report (:class:`NodeIndex` is built when the report is
-published and shared by every request), so prioritizing 5000 names is 5000 dictionary lookups.
+Scores without peers are computed once per report (a :class:`NodeIndex` is built per report and
+shared by every request), so prioritizing 5000 names is 5000 dictionary lookups.
 """
 
 from __future__ import annotations
