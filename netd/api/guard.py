@@ -60,7 +60,9 @@ class GuardLimits:
     # path prefix -> body limit; kube-scheduler sends every candidate Node (~5 KB each) when the
     # extender is not nodeCacheCapable: 5000 nodes measured 23.6 MB
     route_body_bytes: tuple[tuple[str, int], ...] = (("/scheduler/", 64 * MiB),)
-    max_requests: int = 256
+    # as many as connections by default: a pin join waits up to its window (netd.nccl), and every rank
+    # of a big job waits at once
+    max_requests: int = 1024
     retry_after_s: int = 1
     # extra Host names ("*": any); loopback names and IP literals are always allowed
     allowed_hosts: tuple[str, ...] = ()

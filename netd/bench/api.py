@@ -14,6 +14,7 @@ with a ``--nodes``-name payload. Tick durations are recorded first with no load,
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -29,7 +30,7 @@ import uvicorn
 from netd.api.app import create_app
 from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import ClusterSnapshot
-from netd.bench.api_scale import extender_bodies, extender_phases, listener_phases
+from netd.bench.api_scale import BigListener, extender_bodies, extender_phases, listener_phases
 from netd.bench.load_run import percentile, start_load, summarize
 from netd.commands.run import build_daemon
 from netd.config.settings import load_config
@@ -123,33 +124,15 @@ def bench_api(
         sock = bind("127.0.0.1", 0)  # netd run's listener, with its socket options
         port = sock.getsockname()[1]
         server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
-        # the scale phases: a second listener whose view has scale_nodes nodes (netd fabric's size)
-        big_view = SyntheticCluster(max(scale_nodes, 1))
-        big_app = create_app(
-            daemon.state, daemon.last_tick_age_s, interval, view=big_view, scheduler=cfg.scheduler
-        )
-        big_sock = bind("127.0.0.1", 0)
-        big = Server(uvicorn.Config(big_app, log_level="error", access_log=False, lifespan="off"))
 
         def rescore() -> None:  # the cluster view changes as often as the daemon ticks
             while not stop.wait(interval):
                 view.refresh()
 
-        big_stop = threading.Event()
-
-        def rescore_big() -> None:  # netd fabric re-scores every cluster.refresh_interval (10 s)
-            while not big_stop.wait(10.0):
-                big_view.refresh()
-
         threads = [
             threading.Thread(target=daemon.run, args=(stop,), daemon=True),
             threading.Thread(target=rescore, daemon=True),
             threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True),
-        ]
-        # started after the first phases, so its re-scoring does not weigh on them
-        scale_threads = [
-            threading.Thread(target=rescore_big, daemon=True),
-            threading.Thread(target=big.run, kwargs={"sockets": [big_sock]}, daemon=True),
         ]
         body = Path(tmp) / "prioritize.json"
         pod = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
@@ -178,30 +161,18 @@ def bench_api(
                 server_cpu = _thread_cpu_s(server_tid) - cpu0
                 answered = result_c["answered"] + result_p["answered"]
                 scale: dict[str, Any] = {}
-                if scale_nodes:
+                if scale_nodes:  # built only now: its 40,000 ports weigh on the GC and the lock
                     names, full = extender_bodies(Path(tmp), scale_nodes)
-                    for t in scale_threads:
-                        t.start()
-                    while not big.started:
-                        time.sleep(0.01)
-                    big_base = f"http://127.0.0.1:{big_sock.getsockname()[1]}"
-                    snap = big_view.current()
-                    report = snap.congestion if snap is not None else None
-                    scale = extender_phases(big_base, names, full, seconds, report)
-                    big_stop.set()  # the daemon's own listener alone, as under `netd run`
-                    big.should_exit = True
-                    for t in scale_threads:
-                        t.join(timeout=30)
+                    with BigListener(daemon.state, scale_nodes, cfg.scheduler) as big:
+                        scale = extender_phases(big.base, names, full, seconds, big.report())
+                    gc.collect()  # the daemon's own listener alone, as under `netd run`
                     scale.update(listener_phases(base, port, seconds, ticks))
             finally:
                 stop.set()
-                big_stop.set()
-                server.should_exit = big.should_exit = True
-                for t in threads + scale_threads:
-                    if t.is_alive():
-                        t.join(timeout=10)
+                server.should_exit = True
+                for t in threads:
+                    t.join(timeout=10)
                 sock.close()
-                big_sock.close()
                 daemon.close()
     return {
         "congestion": result_c,

@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+
+from netd.api.app import create_app
 from netd.api.extender_wire import encode_filter, read_args
+from netd.api.server import Server, bind
 from netd.bench.load_run import percentile, run_load, start_load
+from netd.config.service import SchedulerConfig
 from netd.congestion.scheduling import NodeIndex
 from netd.congestion.scorer import CongestionReport
+from netd.daemon.state import PublishedState
 
-__all__ = ["extender_bodies", "extender_phases", "listener_phases"]
+__all__ = ["BigListener", "extender_bodies", "extender_phases", "listener_phases"]
 
 POD = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
 
@@ -64,6 +72,49 @@ def extender_bodies(tmp: Path, nodes: int) -> tuple[Path, Path]:
         json.dumps({"Pod": POD, "Nodes": {"items": [_node(n) for n in names]}, "NodeNames": None})
     )
     return by_name, full
+
+
+class BigListener:
+    """A second listener (netd's Server) whose cluster view has ``nodes`` nodes x 8 ports, re-scored
+    every 10 s as `netd fabric` re-scores at each Prometheus refresh; alive inside ``with``."""
+
+    def __init__(
+        self, state: Callable[[], PublishedState | None], nodes: int, scheduler: SchedulerConfig
+    ) -> None:
+        from netd.bench.api import SyntheticCluster  # the module that runs us
+
+        self.view = SyntheticCluster(nodes)
+        app = create_app(state, lambda: None, 1.0, view=self.view, scheduler=scheduler)
+        self.sock = bind("127.0.0.1", 0)
+        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._rescore, daemon=True),
+            threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True),
+        ]
+
+    def _rescore(self) -> None:
+        while not self._stop.wait(10.0):
+            self.view.refresh()
+
+    def report(self) -> CongestionReport | None:
+        snap = self.view.current()
+        return snap.congestion if snap is not None else None
+
+    def __enter__(self) -> BigListener:
+        for t in self._threads:
+            t.start()
+        while not self.server.started:
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.server.should_exit = True
+        for t in self._threads:
+            t.join(timeout=30)
+        self.sock.close()
 
 
 def _idle_survived(port: int, main: str, steps: tuple[int, ...]) -> int:

@@ -75,3 +75,35 @@ def test_refusals_are_counted_by_reason(daemon, free_port):
         daemon.tick()
         text = c.get("/metrics").text
     assert 'netd_http_requests_rejected_total{reason="host"} 1.0' in text
+
+
+def test_requests_past_the_in_flight_limit_get_503_and_probes_still_answer(free_port):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from prometheus_client import CollectorRegistry
+
+    from netd.api.base import base_app
+    from netd.api.guard import GuardLimits
+
+    gate = threading.Event()
+    inside = threading.Semaphore(0)
+    app = base_app("t", "t", CollectorRegistry(), object, GuardLimits(max_requests=2))
+
+    @app.get("/hold")
+    def hold() -> dict[str, bool]:  # sync: runs in the thread pool, waits for the test to open the gate
+        inside.release()
+        return {"released": gate.wait(20)}
+
+    with serving(app, free_port) as base, ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(httpx.get, base + "/hold", timeout=30) for _ in range(2)]
+        assert inside.acquire(timeout=20) and inside.acquire(timeout=20)  # both inside the app
+        try:
+            refused = httpx.get(base + "/hold")
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+            assert refused.json()["type"] == "urn:netd:problem:unavailable"
+            assert httpx.get(base + "/healthz").status_code == 200  # probes are exempt
+        finally:
+            gate.set()
+        assert [f.result().json() for f in held] == [{"released": True}] * 2
+        assert httpx.get(base + "/hold").status_code == 200  # the slots are free again
