@@ -170,13 +170,13 @@ netd_tick_processing_seconds_sum 6.004
 # HELP netd_anomaly_fast_path_achieved_interval_seconds Mean time between PFC samples over the last tick (fast samples and the tick's own).
 # TYPE netd_anomaly_fast_path_achieved_interval_seconds gauge
 netd_anomaly_fast_path_achieved_interval_seconds 0.125
-# HELP netd_counter_events_total What the counter model did to readings, by kind.
-# TYPE netd_counter_events_total counter
-netd_counter_events_total{kind="wrap"} 1.0
-netd_counter_events_total{kind="held"} 0.0
-netd_counter_events_total{kind="discarded"} 0.0
-netd_counter_events_total{kind="reset"} 0.0
-netd_counter_events_total{kind="jump"} 0.0
+# HELP netd_series_events_total What the counter model did to readings, by kind.
+# TYPE netd_series_events_total counter
+netd_series_events_total{kind="wrap"} 1.0
+netd_series_events_total{kind="held"} 0.0
+netd_series_events_total{kind="discarded"} 0.0
+netd_series_events_total{kind="reset"} 0.0
+netd_series_events_total{kind="jump"} 0.0
 """
 
 

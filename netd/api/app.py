@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from netd import __version__
-from netd.api.problems import install_problem_handlers
+from netd.api.base import base_app
+from netd.api.guard import GuardLimits
 from netd.api.routes_anomalies import anomalies_router
 from netd.api.routes_flows import flows_router
 from netd.api.routes_scheduler import scheduler_router
@@ -38,15 +38,22 @@ def create_app(
     scheduler: SchedulerConfig | None = None,
     routers: Sequence[APIRouter] = (),
     collectors: Sequence[Collector] = (),
+    guard: GuardLimits | None = None,
 ) -> FastAPI:
-    """``view``: what /v1/topology, /v1/congestion and /scheduler read (default: this host's state)."""
-    app = FastAPI(
-        title="netd",
-        version=__version__,
-        description="RoCE congestion and NIC counter telemetry for this host; topology, congestion scores "
+    """``view``: what /v1/topology, /v1/congestion and /scheduler read (default: this host's state);
+    ``guard``: Host allow-list and request limits (netd.api.guard; default: its defaults)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(NetdCollector(state))
+    for collector in collectors:  # feature metrics built by the composition root (e.g. the tuner's)
+        registry.register(collector)
+    app = base_app(
+        "netd",
+        "RoCE congestion and NIC counter telemetry for this host; topology, congestion scores "
         "and the Kubernetes scheduler extender (docs/service.md). Errors are RFC 9457 problem+json.",
+        registry,
+        state,  # the loop publishes a new PublishedState per tick: /metrics is rendered once per tick
+        guard,
     )
-    install_problem_handlers(app)
     view = view or HostView(state)
     app.include_router(topology_router(view))
     app.include_router(scheduler_router(view, scheduler))
@@ -54,19 +61,6 @@ def create_app(
     app.include_router(anomalies_router(state))
     for router in routers:  # feature routers built by the composition root (e.g. /v1/nccl)
         app.include_router(router)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(NetdCollector(state))
-    for collector in collectors:  # feature metrics built by the composition root (e.g. the tuner's)
-        registry.register(collector)
-
-    @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        """The process is alive and serving."""
-        return {"status": "ok"}
 
     @app.get("/readyz", responses={503: {"description": "Not ready: no tick yet, or the last is too old"}})
     def readyz(response: Response) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """Errors as RFC 9457 problem details (``application/problem+json``) on every route.
 
 * HTTP errors raised by a route (``HTTPException``) keep their status, detail and headers
-  (``WWW-Authenticate`` on 401) and get ``type: about:blank`` with the status phrase as ``title``.
-  A :class:`ProblemError` also sets ``type`` and adds extension members (RFC 9457 §3.2), e.g. the
+  (``WWW-Authenticate`` on 401) and get the status phrase as ``title``; the ``type`` is one of
+  :data:`TYPES` for the statuses netd documents (docs/service.md, Errors), else ``about:blank``.
+  A :class:`ProblemError` sets its own ``type`` and adds extension members (RFC 9457 §3.2), e.g. the
   outcome of a DCQCN change that was not applied.
 * Request validation errors answer 422 with ``type: urn:netd:problem:invalid-request`` and an
-  ``errors`` list naming each bad field (``query.limit``, ``body.NodeNames``) and why.
+  ``errors`` list naming each bad field (``query.limit``, ``body.NodeNames``) and why. The input is
+  never echoed: a 589 KB invalid body once answered 9.28 MB, and deep input broke the encoder.
 * Anything unexpected answers 500 without internals in the body; the traceback goes to the log.
 
 The OpenAPI schema documents the same: every operation's 422 (and the shared 4xx/5xx) response is a
@@ -26,17 +28,39 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-__all__ = ["PROBLEM_JSON", "Problem", "ProblemError", "install_problem_handlers", "problem_response"]
+__all__ = [
+    "MAX_DEPTH",
+    "PROBLEM_JSON",
+    "TYPES",
+    "problem_body",
+    "Problem",
+    "ProblemError",
+    "install_problem_handlers",
+    "problem_response",
+]
 
 log = logging.getLogger(__name__)
 PROBLEM_JSON = "application/problem+json"
+MAX_DEPTH = 64  # JSON nesting netd accepts; no netd or Kubernetes document comes near it
+MAX_FIELD_ERRORS = 20  # a body with 10,000 bad items names the first 20 (and counts the rest)
 VALIDATION_TYPE = "urn:netd:problem:invalid-request"
+# One problem type per status netd answers on purpose (docs/service.md lists them).
+TYPES = {
+    400: "urn:netd:problem:malformed-request",  # not JSON, or nested deeper than allowed
+    401: "urn:netd:problem:unauthorized",
+    403: "urn:netd:problem:forbidden",
+    404: "urn:netd:problem:not-found",
+    405: "urn:netd:problem:method-not-allowed",
+    413: "urn:netd:problem:body-too-large",
+    421: "urn:netd:problem:host-not-allowed",
+    422: VALIDATION_TYPE,
+    503: "urn:netd:problem:unavailable",
+}
 
 
 class FieldProblem(BaseModel):
     location: str = Field(description="where: query.<name>, path.<name>, body.<field>...")
     message: str
-    input: Any = None
 
 
 class Problem(BaseModel):
@@ -59,20 +83,29 @@ class ProblemError(StarletteHTTPException):
         self.extensions = extensions
 
 
+def problem_body(status: int, detail: str | None, instance: str, type_: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": type_ or TYPES.get(status, "about:blank"),
+        "title": HTTPStatus(status).phrase,
+    }
+    body["status"] = status
+    if detail:
+        body["detail"] = detail
+    body["instance"] = instance
+    return body
+
+
 def problem_response(
     status: int,
     detail: str | None,
     instance: str,
     *,
-    type_: str = "about:blank",
+    type_: str | None = None,
     errors: list[dict[str, Any]] | None = None,
     headers: dict[str, str] | None = None,
     extensions: dict[str, Any] | None = None,
 ) -> JSONResponse:
-    body: dict[str, Any] = {"type": type_, "title": HTTPStatus(status).phrase, "status": status}
-    if detail:
-        body["detail"] = detail
-    body["instance"] = instance
+    body = problem_body(status, detail, instance, type_)
     if errors is not None:
         body["errors"] = errors
     for key, value in (extensions or {}).items():
@@ -97,17 +130,19 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
-        {"location": _location(e.get("loc", ())), "message": e.get("msg", "invalid"), "input": e.get("input")}
-        for e in exc.errors()
+        {"location": _location(e.get("loc", ())), "message": str(e.get("msg", "invalid"))[:200]}
+        for e in exc.errors()[:MAX_FIELD_ERRORS]
     ]
     first = errors[0] if errors else None
     detail = f"{first['location']}: {first['message']}" if first else "invalid request"
-    if len(errors) > 1:
-        detail += f" (and {len(errors) - 1} more)"
+    if len(exc.errors()) > 1:
+        detail += f" (and {len(exc.errors()) - 1} more)"
     return problem_response(422, detail, request.url.path, type_=VALIDATION_TYPE, errors=errors)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, RecursionError):  # a body nested deeper than the parser's stack
+        return problem_response(400, f"request nested deeper than {MAX_DEPTH} levels", request.url.path)
     log.exception("unexpected error serving %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(500, "internal error; see the netd log", request.url.path)
 
@@ -123,6 +158,8 @@ def _problem_openapi(app: FastAPI) -> dict[str, Any]:
     ref = {"$ref": "#/components/schemas/Problem"}
     for path in schema.get("paths", {}).values():
         for op in path.values():
+            for content in op.get("requestBody", {}).get("content", {}).values():
+                components.update(content.get("schema", {}).pop("$defs", {}))  # hand-declared bodies
             responses = op.setdefault("responses", {})
             if "422" in responses:
                 responses["422"] = {

@@ -1,8 +1,10 @@
-"""The HTTP listener both services use (`netd run`, `netd fabric`): socket, uvicorn server, lock sharing."""
+"""The HTTP listener both services use (`netd run`, `netd fabric`): socket, uvicorn server, lock sharing,
+and the connection limits (netd.api.connections) every netd listener applies."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import socket
 import sys
@@ -11,6 +13,13 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from netd.api.connections import (
+    FD_RESERVE,
+    ConnectionLimits,
+    ConnectionStats,
+    connection_budget,
+    protocol_options,
+)
 from netd.errors import NetdError
 
 __all__ = ["SWITCH_INTERVAL_S", "Server", "bind", "share_interpreter_lock"]
@@ -35,7 +44,22 @@ def share_interpreter_lock() -> Iterator[None]:
 
 class Server(uvicorn.Server):
     """uvicorn re-raises a captured SIGTERM/SIGINT after shutdown, so the process would die *by* the
-    signal before netd's own cleanup runs; netd stops gracefully and exits 0 instead."""
+    signal before netd's own cleanup runs; netd stops gracefully and exits 0 instead.
+
+    Every netd listener is this server, so each gets the connection limits: ``limits`` (default
+    :class:`ConnectionLimits`) with ``max_connections`` capped by the descriptor budget; what they
+    refused and timed out is counted in ``connection_stats``."""
+
+    def __init__(self, config: uvicorn.Config, limits: ConnectionLimits | None = None) -> None:
+        limits = limits or ConnectionLimits()
+        budget = connection_budget(limits.max_connections, FD_RESERVE + limits.backlog)
+        limits = dataclasses.replace(limits, max_connections=budget)
+        self.limits = limits
+        state = getattr(config.app, "state", None)  # a netd app counts in its own (netd.api.base)
+        self.connection_stats = getattr(state, "connection_stats", None) or ConnectionStats()
+        for name, value in protocol_options(limits, self.connection_stats).items():
+            setattr(config, name, value)
+        super().__init__(config)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

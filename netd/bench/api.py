@@ -14,11 +14,10 @@ with a ``--nodes``-name payload. Tick durations are recorded first with no load,
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,12 +25,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import uvicorn
 
 from netd.api.app import create_app
-from netd.api.server import bind, share_interpreter_lock
+from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import ClusterSnapshot
+from netd.bench.api_scale import BigListener, extender_bodies, extender_phases, listener_phases
+from netd.bench.load_run import percentile, start_load, summarize
 from netd.commands.run import build_daemon
 from netd.config.settings import load_config
 from netd.congestion.score import Components
@@ -93,38 +93,15 @@ def _thread_cpu_s(tid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    return round(float(np.percentile(values, q)), 3) if values else None
-
-
-def _load(url: str, rate: float, seconds: float, body: Path | None) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "netd.bench.load", url, "--rate", str(rate), "--seconds", str(seconds)]
-    if body is not None:
-        cmd += ["--body", str(body)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-
-
-def _summary(proc: subprocess.Popen[str], seconds: float) -> dict[str, Any]:
-    out, _ = proc.communicate(timeout=seconds + 60)
-    if proc.returncode != 0:
-        raise BenchError(f"load generator failed with exit status {proc.returncode}")
-    doc = json.loads(out)
-    lat = doc["latencies_ms"]
-    return {
-        "rps": round(len(lat) / doc["elapsed_s"], 1),
-        "p50_ms": _percentile(lat, 50),
-        "p99_ms": _percentile(lat, 99),
-        "max_ms": _percentile(lat, 100),
-        "errors": doc["errors"],
-        "answered": len(lat),
-    }
-
-
 def bench_api(
-    seconds: float = 10.0, rate: float = 200.0, nodes: int = 100, interval: float = 0.25
+    seconds: float = 10.0,
+    rate: float = 200.0,
+    nodes: int = 100,
+    interval: float = 0.25,
+    scale_nodes: int = 5000,
 ) -> dict[str, Any]:
-    if seconds <= 0 or rate <= 0 or nodes < 1:
-        raise BenchError("--seconds and --rate must be > 0 and --nodes >= 1")
+    if seconds <= 0 or rate <= 0 or nodes < 1 or scale_nodes < 0:
+        raise BenchError("--seconds and --rate must be > 0, --nodes >= 1 and --scale-nodes >= 0")
     with tempfile.TemporaryDirectory(prefix="netd-bench-api-") as tmp:
         environ = {"NETD_NCCL_SOCKET": os.path.join(tmp, "nccl.sock")}  # never the machine-wide socket
         overrides = {"fabric": "emulated", "interval": interval, "emulator": {"state_dir": Path(tmp) / "emu"}}
@@ -146,7 +123,7 @@ def bench_api(
         app = create_app(daemon.state, daemon.last_tick_age_s, interval, view=view, scheduler=cfg.scheduler)
         sock = bind("127.0.0.1", 0)  # netd run's listener, with its socket options
         port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
+        server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
 
         def rescore() -> None:  # the cluster view changes as often as the daemon ticks
             while not stop.wait(interval):
@@ -175,14 +152,21 @@ def bench_api(
                 server_tid = threads[-1].native_id
                 cpu0 = _thread_cpu_s(server_tid)
                 base = f"http://127.0.0.1:{port}"
-                congestion = _load(f"{base}/v1/congestion?scope=port&limit=100", rate, seconds, None)
-                prioritize = _load(f"{base}/scheduler/prioritize", rate, seconds, body)
-                result_c, result_p = _summary(congestion, seconds), _summary(prioritize, seconds)
+                congestion = start_load(f"{base}/v1/congestion?scope=port&limit=100", rate, seconds, None)
+                prioritize = start_load(f"{base}/scheduler/prioritize", rate, seconds, body)
+                result_c, result_p = summarize(congestion, seconds), summarize(prioritize, seconds)
                 loaded = list(ticks)
                 # CPU of the HTTP thread per request answered: unlike latencies on a shared machine, this
                 # does not depend on what else runs there
                 server_cpu = _thread_cpu_s(server_tid) - cpu0
                 answered = result_c["answered"] + result_p["answered"]
+                scale: dict[str, Any] = {}
+                if scale_nodes:  # built only now: its 40,000 ports weigh on the GC and the lock
+                    names, full = extender_bodies(Path(tmp), scale_nodes)
+                    with BigListener(daemon.state, scale_nodes, cfg.scheduler) as big:
+                        scale = extender_phases(big.base, names, full, seconds, big.report())
+                    gc.collect()  # the daemon's own listener alone, as under `netd run`
+                    scale.update(listener_phases(base, port, seconds, ticks))
             finally:
                 stop.set()
                 server.should_exit = True
@@ -193,8 +177,9 @@ def bench_api(
     return {
         "congestion": result_c,
         "prioritize": result_p,
-        "tick_p99_ms_idle": _percentile(idle, 99),
-        "tick_p99_ms_load": _percentile(loaded, 99),
+        "tick_p99_ms_idle": percentile(idle, 99),
+        "tick_p99_ms_load": percentile(loaded, 99),
+        **scale,
         "server_cpu_ms_per_request": round(server_cpu / answered * 1000.0, 3) if answered else None,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "ticks_idle": len(idle),
@@ -202,22 +187,32 @@ def bench_api(
         "seconds": seconds,
         "rate_per_route": rate,
         "nodes": nodes,
+        "scale_nodes": scale_nodes,
         "interval_s": interval,
     }
 
 
 def _cmd(args: Any, cfg: Any) -> int:
-    print(json.dumps(bench_api(args.seconds, args.rate, args.nodes, args.interval), indent=2))
+    print(
+        json.dumps(bench_api(args.seconds, args.rate, args.nodes, args.interval, args.scale_nodes), indent=2)
+    )
     return 0
 
 
 def register_bench(sub: Any) -> None:
     p = sub.add_parser(
-        "api", help="latency of /v1/congestion and /scheduler/prioritize under load; tick impact"
+        "api", help="latency of /v1/congestion, the extender and /metrics under load and abuse; tick impact"
     )
     p.add_argument("--seconds", type=float, default=15.0, help="length of the idle and the loaded phase (15)")
     p.add_argument("--rate", type=float, default=200.0, help="requests per second per route (200)")
     p.add_argument("--nodes", type=int, default=100, help="nodes in the cluster view and the payload (100)")
     p.add_argument("--interval", type=float, default=0.5, help="daemon tick interval, seconds (0.5)")
+    p.add_argument(
+        "--scale-nodes",
+        type=int,
+        default=5000,
+        help="nodes of the scale phases: extender with that many names and full Node objects, /metrics at "
+        "1000/s, /healthz while 25 MB requests arrive, idle connections held (5000; 0: skip them)",
+    )
     p.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
     p.set_defaults(handler=_cmd, needs_config=False)

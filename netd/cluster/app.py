@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
-from netd import __version__
-from netd.api.problems import install_problem_handlers
+from netd.api.base import base_app
+from netd.api.guard import GuardLimits
 from netd.api.routes_scheduler import scheduler_router
 from netd.api.routes_topology import topology_router
 from netd.api.service_view import ServiceView
@@ -27,33 +27,29 @@ def create_fabric_app(
     metrics: Collector,
     scheduler: SchedulerConfig | None = None,
     routers: Sequence[APIRouter] = (),
+    guard: GuardLimits | None = None,
+    version: Callable[[], object] | None = None,
 ) -> FastAPI:
-    """``readiness()`` → (ready, details for /readyz); ``metrics`` is registered for /metrics;
+    """``readiness()`` → (ready, details for /readyz); ``metrics`` is registered for /metrics and
+    rendered again whenever ``version()`` returns a new object (default: the view's snapshot);
     ``routers`` are included as they are (the NCCL pin service: the fabric service is the natural pin
     authority for multi-node communicators)."""
-    app = FastAPI(
-        title="netd fabric",
-        version=__version__,
-        description="The cluster view of netd: every host's RoCE ports from Prometheus, congestion per port, "
-        "ToR and spine, and the Kubernetes scheduler extender (docs/service.md). Errors are RFC 9457 "
-        "problem+json.",
-    )
-    install_problem_handlers(app)
+    version = version or view.current
     registry = CollectorRegistry(auto_describe=False)
     registry.register(metrics)
+    app = base_app(
+        "netd fabric",
+        "The cluster view of netd: every host's RoCE ports from Prometheus, congestion per port, "
+        "ToR and spine, and the Kubernetes scheduler extender (docs/service.md). Errors are RFC 9457 "
+        "problem+json.",
+        registry,
+        version,
+        guard,
+    )
     app.include_router(topology_router(view))
     app.include_router(scheduler_router(view, scheduler))
     for router in routers:
         app.include_router(router)
-
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        """The process is alive and serving."""
-        return {"status": "ok"}
 
     @app.get("/readyz")
     def readyz(response: Response) -> dict[str, Any]:

@@ -8,7 +8,6 @@ import argparse
 import logging
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -18,6 +17,7 @@ from pydantic import ValidationError
 from netd import __version__
 from netd.api.auth import load_token
 from netd.api.exposure import exposure_warning
+from netd.api.guard import guard_limits
 from netd.cluster.app import create_fabric_app
 from netd.cluster.metrics import FabricCollector
 from netd.cluster.view import FabricView
@@ -39,14 +39,18 @@ NO_PROMETHEUS = (
 )
 
 
-def _readiness(view: FabricView, interval_s: float) -> Callable[[], tuple[bool, dict[str, Any]]]:
+def _readiness(view: FabricView, stale_after_s: float) -> Callable[[], tuple[bool, dict[str, Any]]]:
+    """Ready while the view served is younger than ``scheduler.stale_after``: a slow Prometheus that
+    fails a few refreshes leaves the last good view in service, and says so."""
+
     def check() -> tuple[bool, dict[str, Any]]:
-        last = view.stats.last_ok
-        age = None if last is None else time.monotonic() - last
-        ready = age is not None and age < 3 * interval_s + 1.0
+        age = view.view_age_s()
+        ready = age is not None and age < stale_after_s
         return ready, {
             "last_refresh_age_s": age,
+            "view_age_s": age,
             "prometheus": view.cfg.prometheus_url,
+            "prometheus_state": view.stats.prometheus,
             "error": view.stats.last_error,
         }
 
@@ -73,10 +77,12 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
         )
         app = create_fabric_app(
             view,
-            _readiness(view, cfg.cluster.refresh_interval),
+            _readiness(view, max(cfg.scheduler.stale_after, 3 * cfg.cluster.refresh_interval + 1.0)),
             FabricCollector(view),
             cfg.scheduler,
             routers=[pins, fabric_qos_router(qos_audit)],
+            guard=guard_limits(host, cfg.api.allowed_hosts),
+            version=lambda: view.generation,  # /metrics is rendered again after each refresh
         )
         server = Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
         snap = view.current()

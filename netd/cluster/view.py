@@ -2,15 +2,22 @@
 
 Each refresh (``cluster.refresh_interval``, 10 s) runs three instant queries:
 
-* ``netd_port_info`` — every host's ports with their ``host``, ``tor``, ``spine``, ``rail`` and
-  ``state`` labels (the cluster topology);
+* ``timestamp(netd_port_info)`` — every host's ports with their ``host``, ``tor``, ``spine``,
+  ``rail`` and ``state`` labels (the cluster topology) and when each was last scraped: hosts not
+  scraped for ``cluster.host_stale_after`` (60 s; their netd died) are left out;
 * ``avg_over_time(netd_port_congestion_signal[<window>])`` — each port's four score inputs, averaged
   over ``cluster.window`` (1m);
 * ``netd_port_pfc_stormed`` — each host's own PFC-storm flag;
 
 joined on (job, instance, device, port), and feeds the same scorer (:mod:`netd.congestion.scorer`) a
 host daemon uses, so a ToR's score here is the documented aggregate over *all* its hosts' ports.
-A failed refresh keeps the previous snapshot and says so in its note. Pod-group peers for the
+
+At fleet size one answer is too big for one query (8000 ports: 32,000 signal series, 4.1 s against
+a 5 s timeout), so the queries are paged by ToR: ``count by (tor) (netd_port_info)`` lists the ToRs,
+and each page of ``cluster.tors_per_query`` ToRs runs the three queries restricted to its ports
+(``... and on (job, instance, device, port) netd_port_info{tor=~"<page>"}``), each within its own
+timeout. A failed refresh keeps the previous snapshot (the *last good view*) and says in its note
+whether Prometheus was slow or unreachable and how old the view is. Pod-group peers for the
 scheduler come from kube-state-metrics series in the same Prometheus (``kube_pod_labels`` joined
 with ``kube_pod_info``), cached per group for one refresh interval.
 """
@@ -52,6 +59,27 @@ class FabricStats:
     last_ok: float | None = None  # monotonic
     last_duration_s: float = 0.0
     last_error: str | None = None
+    prometheus: str = "ok"  # how the last refresh found Prometheus: ok | slow | unreachable | error
+    queries: int = 0  # in the last refresh
+    silent_hosts: int = 0  # left out of the last view: not scraped for cluster.host_stale_after
+
+
+def _fresh(info: list[Sample], now: float, stale_after_s: float) -> tuple[list[Sample], set[str]]:
+    """The ports of hosts scraped within ``stale_after_s``, and the hosts left out. Prometheus keeps
+    answering a series for 5 minutes after its last scrape, so a host whose netd died would keep its
+    last (calm) scores and outrank live hosts; it is left out, and becomes an unknown node."""
+    fresh: list[Sample] = []
+    silent: set[str] = set()
+    for labels, scraped_at in info:
+        if now - scraped_at <= stale_after_s:
+            fresh.append((labels, scraped_at))
+        else:
+            silent.add(labels.get("host") or labels.get("instance", ""))
+    live = {labels.get("host") or labels.get("instance", "") for labels, _ in fresh}
+    return fresh, silent - live
+
+
+_JOIN = "and on (job, instance, device, port)"
 
 
 def _key(labels: Mapping[str, str]) -> Key:
@@ -119,31 +147,80 @@ class FabricView:
         self._snapshot: ClusterSnapshot | None = None
         self._peers: dict[tuple[str, str], tuple[float, Mapping[str, int] | None]] = {}
         self.stats = FabricStats()
+        self.generation = object()  # replaced after every refresh attempt, good or not
 
     def current(self) -> ClusterSnapshot | None:
         return self._snapshot
 
+    def view_age_s(self) -> float | None:
+        """Seconds since the last good refresh (the age of the view served), None before one."""
+        last = self.stats.last_ok
+        return None if last is None else time.monotonic() - last
+
+    def _pages(self) -> list[str]:
+        """One label matcher per page of ToRs ("" when not paging)."""
+        n = self.cfg.tors_per_query
+        if n <= 0:
+            return [""]
+        tors = sorted(
+            {labels.get("tor", "") for labels, _ in self.client.query("count by (tor) (netd_port_info)")}
+        )
+        pages = [tors[i : i + n] for i in range(0, len(tors), n)] or [[]]
+        return [f"tor=~{promql_string('|'.join(re.escape(t) for t in page))}" for page in pages]
+
+    def _query_all(self) -> tuple[list[Sample], list[Sample], list[Sample]]:
+        info: list[Sample] = []
+        signals: list[Sample] = []
+        stormed: list[Sample] = []
+        pages = self._pages()
+        for matcher in pages:
+            ports = f"netd_port_info{{{matcher}}}"
+            join = f" {_JOIN} {ports}" if matcher else ""
+            info += self.client.query(f"timestamp({ports})")  # labels kept, value: the last scrape
+            signals += self.client.query(
+                f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}]){join}"
+            )
+            stormed += self.client.query(f"netd_port_pfc_stormed{join}")
+        self.stats.queries = 3 * len(pages) + (self.cfg.tors_per_query > 0)
+        return info, signals, stormed
+
     def refresh(self) -> ClusterSnapshot | None:
+        try:
+            return self._refresh()
+        finally:
+            self.generation = object()
+
+    def _refresh(self) -> ClusterSnapshot | None:
         t0 = time.monotonic()
         self.stats.refreshes += 1
         try:
-            info = self.client.query("netd_port_info")
-            signals = self.client.query(f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}])")
-            stormed = self.client.query("netd_port_pfc_stormed")
+            info, signals, stormed = self._query_all()
         except NetdError as exc:
             self.stats.errors += 1
             self.stats.last_error = str(exc)
-            log.warning("fabric refresh failed: %s", exc)
+            self.stats.prometheus = self.client.last_failure or "error"
+            log.warning("fabric refresh failed (Prometheus %s): %s", self.stats.prometheus, exc)
             old = self._snapshot
             if old is not None:
+                age = self.view_age_s() or 0.0
                 note: str | None = (
-                    f"Prometheus query failed ({exc}); serving data from {time.ctime(old.timestamp)}"
+                    f"Prometheus {self.stats.prometheus} ({exc}); serving the last good view, "
+                    f"{age:.0f} s old (from {time.ctime(old.timestamp)})"
                 )
                 self._snapshot = ClusterSnapshot(
                     "fabric", old.timestamp, old.emulated, old.topology, old.congestion, note
                 )
             return self._snapshot
         now = self._clock()
+        info, silent = _fresh(info, now, self.cfg.host_stale_after)
+        self.stats.silent_hosts = len(silent)
+        if silent:
+            log.info(
+                "fabric: %d hosts silent for over %g s left out: %s",
+                len(silent),
+                self.cfg.host_stale_after,
+                sorted(silent)[:10],
+            )
         by_port: dict[Key, dict[str, float]] = {}
         for labels, value in signals:
             if labels.get("signal") in SIGNALS:
@@ -172,10 +249,16 @@ class FabricView:
         report = self.scorer.update(inputs, now)
         emulated = any(labels.get("emulated") == "true" for labels, _ in info)
         note = None if info else f"Prometheus at {self.cfg.prometheus_url} has no netd_port_info series yet"
+        if silent:
+            note = (
+                f"{len(silent)} hosts left out: their netd was last scraped over "
+                f"{self.cfg.host_stale_after:g} s ago (scheduler.unknown_nodes applies to them)"
+            )
         self._snapshot = ClusterSnapshot("fabric", now, emulated, topology, report, note)
         self.stats.last_ok = time.monotonic()
         self.stats.last_duration_s = self.stats.last_ok - t0
         self.stats.last_error = None
+        self.stats.prometheus = "ok"
         return self._snapshot
 
     def peers(self, label: str, group: str) -> Mapping[str, int] | None:

@@ -17,6 +17,7 @@ from netd import __version__
 from netd.api.app import create_app
 from netd.api.auth import load_token
 from netd.api.exposure import exposure_warning
+from netd.api.guard import guard_limits
 from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import HostView
 from netd.commands.sd_notify import Notifier, WatchdogPinger, watchdog_interval_s
@@ -205,6 +206,7 @@ def _serve_once(
             scheduler=cfg.scheduler,
             routers=(nccl.router, *tuning.routers, *qos.routers),
             collectors=(*tuning.collectors, *qos.collectors),
+            guard=guard_limits(host, cfg.api.allowed_hosts),
         )
         server = Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="off")

@@ -75,7 +75,13 @@ class SchedulerConfig(_Section):
     # Pods of one multi-node job carry this label with a shared value (scheduler-plugins coscheduling).
     pod_group_label: str = "scheduling.x-k8s.io/pod-group"
     peer_weight: float = Field(0.3, ge=0, le=1, description="share of the score from ToRs holding peers")
-    unknown_node_score: int = Field(5, ge=0, le=10, description="score of a node netd knows nothing about")
+    # A node netd knows nothing about (no netd there, or its data aged out): lowest passes the filter
+    # and scores 0; neutral passes and scores unknown_node_score; reject fails the filter.
+    unknown_nodes: Literal["lowest", "neutral", "reject"] = "lowest"
+    unknown_node_score: int = Field(5, ge=0, le=10, description="score of an unknown node when neutral")
+    stale_after: float = Field(
+        120.0, gt=0, description="seconds after which the whole view counts as unknown"
+    )
 
 
 class ClusterConfig(_Section):
@@ -85,6 +91,10 @@ class ClusterConfig(_Section):
     refresh_interval: float = Field(10.0, ge=1, le=3600)
     window: str = Field("1m", pattern=r"^[0-9]+(ms|s|m|h)$", description="PromQL range for averaging signals")
     query_timeout: float = Field(5.0, gt=0, le=60)
+    # ToRs per query page (0: one query per metric for the whole fleet); pages keep each answer small
+    tors_per_query: int = Field(64, ge=0, le=100_000)
+    # a host whose netd was last scraped longer ago is left out of the view (an unknown node)
+    host_stale_after: float = Field(60.0, gt=0, le=3600)
     # kube-state-metrics series used to find a pod group's peers (empty: no peer affinity)
     pod_labels_metric: str = "kube_pod_labels"
     pod_info_metric: str = "kube_pod_info"

@@ -81,6 +81,9 @@ class ApiConfig(_Section):
     # Bearer token for mutating endpoints (tuner apply/rollback, hint pins): the first line of this
     # file, or $NETD_API_TOKEN. Without one, mutating endpoints answer 403.
     token_file: Path | None = None
+    # Host header names served besides IP literals, single-label names and the listen host (e.g. the
+    # Service name kube-scheduler uses: netd-fabric.kube-system.svc); "*": any (netd.api.guard)
+    allowed_hosts: tuple[str, ...] = ()
 
 
 class Config(_Section):

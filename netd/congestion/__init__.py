@@ -12,6 +12,6 @@ __all__, __getattr__, __dir__ = public_face(
         "score": ("SIGNALS", "Components", "Ramp", "ScoreModel", "aggregate"),
         "scorer": ("LEVELS", "CongestionReport", "CongestionScorer", "Levels", "ScoreInput", "ScopeScore"),
         "host": ("components", "host_inputs", "scorer_from_config"),
-        "scheduling": ("MAX_PRIORITY", "NodeIndex", "NodeState"),
+        "scheduling": ("MAX_PRIORITY", "NodeIndex", "NodeState", "UnknownPolicy"),
     },
 )

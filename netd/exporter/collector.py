@@ -203,7 +203,7 @@ def _health_families(st: PublishedState) -> Iterator[Metric]:
         fast.add_metric([], h.fast_achieved_interval_s)
         yield fast
     events = CounterMetricFamily(
-        "netd_counter_events", "What the counter model did to readings, by kind.", labels=["kind"]
+        "netd_series_events", "What the counter model did to readings, by kind.", labels=["kind"]
     )
     for kind in COUNTER_EVENTS:
         events.add_metric([kind], st.counter_events.get(kind, 0))

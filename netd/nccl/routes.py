@@ -23,7 +23,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from netd.api.auth import token_guard
+from netd.api.auth import header_check
 from netd.errors import HintTableError
 from netd.nccl.pin_schema import PinRequestBody, response_body
 from netd.nccl.pins import PinAuthority, PinVerdict, unless_gone
@@ -69,14 +69,16 @@ def nccl_router(
                 checked.clear()
             checked[digest] = None
 
-    guard = token_guard(token)
+    check_token = header_check(token)
 
     async def pin(request: Request) -> Response:
         """Register one host's ranks; answers once every rank asked (apply) or the pin's deadline passed.
 
         A plain route, not a FastAPI one: a 4096-rank communicator is 512 of these within a second,
         and FastAPI's per-request dependency and model machinery cost more than the pin itself."""
-        guard(request.headers.get("authorization"))
+        refused = check_token(request.headers.get("authorization"))  # before the body is read
+        if refused is not None:
+            raise refused
         try:
             body = PinRequestBody.model_validate_json(await request.body())
         except ValidationError as exc:

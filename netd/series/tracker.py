@@ -79,7 +79,7 @@ class Observation:
         return self.netdevs.get(name) if name else None
 
 
-# What a counter did that is worth counting (netd_counter_events_total): not normal, not saturated
+# What a counter did that is worth counting (netd_series_events_total): not normal, not saturated
 # (a stuck counter would count every tick; netd_counter_saturated shows it).
 _EVENTS = frozenset({DeltaKind.WRAP, DeltaKind.RESET, DeltaKind.JUMP, DeltaKind.HELD, DeltaKind.DISCARDED})
 

@@ -4,6 +4,10 @@ The cluster view (``netd fabric``) reads every host's netd series through this c
 the distributed engine (scraping, federation, Thanos/Mimir behind the same API); netd does not gossip.
 Each answer is a list of ``(labels, value)`` for an instant vector; anything else (an HTTP error, a
 PromQL error, a timeout, a non-vector result) raises :class:`SourceError` naming the query.
+
+A Prometheus that answers too late is not one that cannot be reached: with 8000 ports one query
+took 4.1 s against a 5 s timeout, and the log said "unreachable". The client tells them apart in
+its message and in :attr:`PrometheusClient.last_failure` (``slow``, ``unreachable``, ``error``).
 """
 
 from __future__ import annotations
@@ -31,14 +35,24 @@ class PrometheusClient:
         self, url: str, timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None
     ) -> None:
         self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
         self._client = httpx.Client(base_url=self.url, timeout=timeout_s, transport=transport)
+        self.last_failure: str | None = None  # of the last query: slow | unreachable | error | None
 
     def query(self, promql: str, timeout_s: float | None = None) -> list[Sample]:
         params = {"query": promql}
+        self.last_failure = "error"
         try:
             kwargs: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
             resp = self._client.get("/api/v1/query", params=params, **kwargs)
+        except httpx.TimeoutException as exc:
+            self.last_failure = "slow"
+            limit = self.timeout_s if timeout_s is None else timeout_s
+            raise SourceError(
+                _SOURCE, f"{self.url} slow: no answer within {limit:g} s to {promql[:80]!r}"
+            ) from exc
         except httpx.HTTPError as exc:
+            self.last_failure = "unreachable"
             raise SourceError(_SOURCE, f"{self.url} unreachable: {exc}") from exc
         try:
             doc = resp.json()
@@ -58,6 +72,7 @@ class PrometheusClient:
                 continue
             if math.isfinite(value):
                 out.append(({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, value))
+        self.last_failure = None
         return out
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from netd.api.server import Server
 from netd.emulated.fabric_topology import lldp_document
 
 LEAF_FILE = """version: 1
@@ -24,8 +25,9 @@ tors:
 
 @contextmanager
 def serving(app: FastAPI, port: int) -> Iterator[str]:
-    """uvicorn on 127.0.0.1:port in a thread (it installs no signal handlers off the main thread)."""
-    server = uvicorn.Server(
+    """netd's listener (uvicorn with netd's connection limits) on 127.0.0.1:port in a thread (it
+    installs no signal handlers off the main thread)."""
+    server = Server(
         uvicorn.Config(
             app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="off"
         )

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Mapping
 
 import httpx
@@ -85,13 +86,16 @@ def pod(group: str | None = None) -> dict:
 class StubView:
     """A cluster view built by the real scorer from chosen port inputs (as netd fabric would)."""
 
-    def __init__(self, inputs: list[ScoreInput], peers: Mapping[str, int] | None = None) -> None:
-        self.report = CongestionScorer(levels=Levels(alpha=1.0)).update(inputs, 100.0)
+    def __init__(
+        self, inputs: list[ScoreInput], peers: Mapping[str, int] | None = None, age_s: float = 0.0
+    ) -> None:
+        self.timestamp = time.time() - age_s
+        self.report = CongestionScorer(levels=Levels(alpha=1.0)).update(inputs, self.timestamp)
         self._peers = peers
         self.asked: list[tuple[str, str]] = []
 
     def current(self) -> ClusterSnapshot:
-        return ClusterSnapshot("fabric", 100.0, False, None, self.report)
+        return ClusterSnapshot("fabric", self.timestamp, False, None, self.report)
 
     def peers(self, label: str, group: str) -> Mapping[str, int] | None:
         self.asked.append((label, group))
@@ -178,7 +182,8 @@ def test_prioritize_prefers_calm_tors_and_scores_in_range(extender):
     )
     assert scores["gpu-01"] == scores["gpu-02"] == 10  # an idle ToR
     assert scores["gpu-03"] < scores["gpu-01"]  # under the ToR with ECN marks
-    assert scores["gpu-06"] == 0 and scores["gpu-77"] == 5  # all ports down; unknown: neutral
+    assert scores["gpu-06"] == 0 and scores["gpu-77"] == 0  # all ports down; unknown: lowest
+    assert r.headers["x-netd-unknown-nodes"] == "1"
 
 
 def test_prioritize_pulls_a_pod_group_towards_its_peers(extender):
@@ -248,6 +253,6 @@ def test_host_daemon_filters_itself_when_a_port_goes_down(mlx5_host, free_port):
             assert body["NodeNames"] == ["gpu-02"]
             assert "mlx5_1/1 (ens1f1np1) is down" in body["FailedAndUnresolvableNodes"]["gpu-01"]
             prio = httpx.post(base + "/scheduler/prioritize", json=args).json()
-            assert prio[1] == {"Host": "gpu-02", "Score": 5}
+            assert prio[1] == {"Host": "gpu-02", "Score": 0}  # unknown to this host: lowest
     finally:
         daemon.close()

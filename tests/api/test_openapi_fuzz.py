@@ -69,3 +69,47 @@ def test_no_server_error_and_schema_conformance(api_schema: schemathesis.BaseSch
     assert {op.path for op in operations} >= OWN
     for operation in operations:
         _runner(operation, None if operation.path in OWN else [not_a_server_error])()
+
+
+@pytest.fixture(scope="module")
+def fabric_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[schemathesis.BaseSchema]:
+    from netd.api.service_view import HostView
+    from netd.cluster.app import create_fabric_app
+    from netd.cluster.metrics import FabricCollector
+    from netd.cluster.view import FabricView
+    from netd.config.service import ClusterConfig
+    from netd.congestion.scorer import CongestionScorer
+    from netd.nccl.pins import PinAuthority
+    from netd.nccl.routes import nccl_router
+
+    # the fabric's own collector over a view that never refreshed (its Prometheus is never asked)
+    idle = FabricView(ClusterConfig(prometheus_url="http://127.0.0.1:9"), CongestionScorer())
+    pins = nccl_router(token="s3cret", authority=PinAuthority(window_s=0.2))
+    cfg = load_config(
+        None,
+        environ={},
+        overrides={"fabric": "emulated", "emulator": {"state_dir": tmp_path_factory.mktemp("fb")}},
+    )
+    daemon, _ = build_daemon(cfg)
+    daemon.tick()
+    # the fabric app over a view with a topology and scores (the emulated host's, as `netd fabric`
+    # serves without Prometheus), with the fabric's own collector over a view that never refreshed
+    app = create_fabric_app(
+        HostView(daemon.state), lambda: (True, {}), FabricCollector(idle), cfg.scheduler, routers=[pins]
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    try:
+        with serving(app, port) as base:
+            yield schemathesis.openapi.from_url(f"{base}/openapi.json")
+    finally:
+        idle.close()
+        daemon.close()
+
+
+def test_fabric_app_no_server_error_and_schema_conformance(fabric_schema: schemathesis.BaseSchema) -> None:
+    operations = [result.ok() for result in fabric_schema.get_all_operations()]
+    assert {op.path for op in operations} >= OWN
+    for operation in operations:
+        _runner(operation, None if operation.path in OWN else [not_a_server_error])()

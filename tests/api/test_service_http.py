@@ -144,10 +144,10 @@ def test_no_tick_yet_is_503_problem(free_port):
         for path in ("/v1/topology", "/v1/congestion", "/v1/ports"):
             r = httpx.get(base + path)
             assert r.status_code == 503 and r.headers["content-type"] == PROBLEM
-        # the extender answers without data: nothing vetoed, neutral scores
+        # the extender answers without data: nothing vetoed, every node unknown (lowest: 0)
         args = {"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["n1"]}
         assert httpx.post(base + "/scheduler/filter", json=args).json()["NodeNames"] == ["n1"]
-        assert httpx.post(base + "/scheduler/prioritize", json=args).json() == [{"Host": "n1", "Score": 5}]
+        assert httpx.post(base + "/scheduler/prioritize", json=args).json() == [{"Host": "n1", "Score": 0}]
 
 
 def test_mutating_route_needs_the_bearer_token(free_port):

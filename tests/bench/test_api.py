@@ -56,3 +56,14 @@ def test_load_generator_measures_every_request(free_port, tmp_path):
     doc = json.loads(out)
     assert doc["sent"] == 50 and doc["errors"] == 0 and len(doc["latencies_ms"]) == 50
     assert all(v > 0 for v in doc["latencies_ms"]) and doc["elapsed_s"] >= 0.98
+
+
+def test_extender_bodies_are_what_kube_scheduler_sends(tmp_path):
+    from netd.api.extender_types import ExtenderArgs
+    from netd.bench.api_scale import extender_bodies
+
+    names, full = extender_bodies(tmp_path, 50)
+    by_name = ExtenderArgs.model_validate_json(names.read_bytes())
+    nodes = ExtenderArgs.model_validate_json(full.read_bytes())  # the protocol's own models accept both
+    assert by_name.candidates() == nodes.candidates() == [f"node-{n:03d}" for n in range(50)]
+    assert 4_000 < full.stat().st_size / 50 < 8_000  # a v1.Node as kubelets report them: ~5-6 KB

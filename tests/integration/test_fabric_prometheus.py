@@ -4,6 +4,7 @@ kube-state-metrics that says where a pod group already runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -187,7 +188,7 @@ def test_netd_fabric_serves_the_cluster_view(cluster: str, tmp_path: Path):
         ).json()
         g, a = ({h["Host"]: h["Score"] for h in x} for x in (grouped, alone))
         assert g["emu-host5"] >= a["emu-host5"] and g["emu-host0"] <= a["emu-host0"]  # peers pull to emu-tor1
-        assert g["not-in-netd"] == 5
+        assert g["not-in-netd"] == 0  # unknown: lowest (scheduler.unknown_nodes)
         metrics = httpx.get(f"{base}/metrics").text
         assert (
             'netd_fabric_tor_congestion_score{tor="emu-tor1"}' in metrics
@@ -227,3 +228,86 @@ def test_netd_fabric_without_prometheus_says_it_serves_one_host(tmp_path: Path):
     finally:
         err = _stop(proc)
     assert proc.returncode == 0 and "no Prometheus configured" in err
+
+
+def test_queries_paged_by_tor_give_the_same_view(cluster: str):
+    whole = FabricView(
+        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=0), CongestionScorer()
+    )
+    paged = FabricView(
+        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=1), CongestionScorer()
+    )
+    try:
+        a, b = whole.refresh(), paged.refresh()
+        assert a is not None and b is not None and a.congestion is not None and b.congestion is not None
+        assert whole.stats.queries == 3 and paged.stats.queries == 1 + 3 * 2  # the ToR list, then 2 pages
+        assert a.topology is not None and b.topology is not None
+        assert a.topology.ports == b.topology.ports
+        key = lambda r: sorted((p.name, sorted(p.signals.items())) for p in r.ports)  # noqa: E731
+        assert key(a.congestion) == key(b.congestion)
+    finally:
+        whole.close()
+        paged.close()
+
+
+class _Slow(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # answers after the client gave up
+        time.sleep(1.5)
+        with contextlib.suppress(OSError):
+            self.send_response(200)
+            self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_slow_and_unreachable_prometheus_keep_the_last_good_view(cluster: str):
+    from netd.cluster.cli import _readiness
+    from netd.sources.prometheus import PrometheusClient
+
+    cfg = ClusterConfig(prometheus_url=cluster, window="10s", query_timeout=0.3)
+    view = FabricView(cfg, CongestionScorer())
+    slow = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    try:
+        good = view.refresh()
+        assert good is not None and view.stats.prometheus == "ok"
+        view.client.close()
+        view.client = PrometheusClient(f"http://127.0.0.1:{slow.server_address[1]}", 0.3)
+        kept = view.refresh()
+        assert view.stats.prometheus == "slow" and "slow" in (view.stats.last_error or "")
+        assert kept is not None and kept.congestion is good.congestion and kept.timestamp == good.timestamp
+        assert kept.note is not None and "Prometheus slow" in kept.note and "last good view" in kept.note
+        ready, details = _readiness(view, 120.0)()
+        assert ready and details["prometheus_state"] == "slow" and details["view_age_s"] >= 0
+        view.client.close()
+        view.client = PrometheusClient(f"http://127.0.0.1:{_free_port()}", 0.3)  # nothing listens
+        view.refresh()
+        assert view.stats.prometheus == "unreachable" and "unreachable" in (view.stats.last_error or "")
+        assert view.current() is not None and view.current().congestion is good.congestion  # type: ignore[union-attr]
+        assert not _readiness(view, 0.001)()[0]  # past stale_after the view no longer counts as ready
+    finally:
+        view.close()
+        slow.shutdown()
+        slow.server_close()
+
+
+def test_hosts_not_scraped_lately_are_left_out_as_unknown(cluster: str):
+    from netd.congestion.scheduling import NodeIndex
+
+    # every host's last scrape is up to a scrape interval (1 s) old: with a 1 ms limit all are silent
+    silent = FabricView(
+        ClusterConfig(prometheus_url=cluster, window="10s", host_stale_after=0.001), CongestionScorer()
+    )
+    live = FabricView(ClusterConfig(prometheus_url=cluster, window="10s"), CongestionScorer())
+    try:
+        gone, here = silent.refresh(), live.refresh()
+        assert gone is not None and gone.topology is not None and gone.topology.hosts == ()
+        assert silent.stats.silent_hosts == 2 and gone.note is not None and "2 hosts left out" in gone.note
+        assert here is not None and here.topology is not None and len(here.topology.hosts) == 2
+        assert live.stats.silent_hosts == 0
+        _, _, unknown = NodeIndex(gone.congestion).filter(["emu-host0", "emu-host5"])
+        assert unknown == 2  # a host whose netd went silent is an unknown node, not a calm one
+    finally:
+        silent.close()
+        live.close()
