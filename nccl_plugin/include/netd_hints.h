@@ -156,12 +156,12 @@ struct netd_pin_request {
     uint64_t comm_id; /* NCCL's commId (comm->commHash), identical on every rank */
     uint64_t n_ranks;
     uint64_t n_nodes;
-    uint64_t member;         /* random per init call; identifies this rank's registration */
-    uint32_t timeout_ms;     /* informative: the plugin's whole budget */
-    uint32_t pid;            /* informative */
-    int64_t register_by_ns;  /* CLOCK_MONOTONIC: netd must not register this rank after it */
-    int64_t deadline_ns;     /* CLOCK_MONOTONIC: the plugin stops waiting for the verdict */
-    uint64_t static_digest;  /* 0: daemon mode; else the first 8 bytes of the static table's SHA-256 */
+    uint64_t member;        /* random per init call; identifies this rank's registration */
+    uint32_t timeout_ms;    /* informative: the plugin's whole budget */
+    uint32_t pid;           /* informative */
+    int64_t register_by_ns; /* CLOCK_MONOTONIC: netd must not register this rank after it */
+    int64_t deadline_ns;    /* CLOCK_MONOTONIC: the plugin stops waiting for the verdict */
+    uint64_t static_digest; /* 0: daemon mode; else the first 8 bytes of the static table's SHA-256 */
 };
 
 struct netd_pin_ack {

@@ -80,8 +80,8 @@ static int read_full(int fd, void *buf, size_t len, int64_t deadline, char *why,
         if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0) {
-            snprintf(why, why_len, "%s%s", n == 0 ? "connection closed mid-answer" : "recv: ",
-                     n == 0 ? "" : strerror(errno));
+            snprintf(why, why_len, "%s%s",
+                     n == 0 ? "connection closed mid-answer" : "recv: ", n == 0 ? "" : strerror(errno));
             return -1;
         }
         p += n;
@@ -111,7 +111,8 @@ static enum netd_pin_outcome read_verdict(int fd, const struct netd_pin_request 
         snprintf(reply->error, sizeof reply->error, "out of memory for a %u-byte table", r->table_size);
         return NETD_PIN_LOST;
     }
-    if (read_full(fd, reply->table, r->table_size, req->deadline_ns, reply->error, sizeof reply->error) != 0) {
+    if (read_full(fd, reply->table, r->table_size, req->deadline_ns, reply->error, sizeof reply->error) !=
+        0) {
         free(reply->table);
         reply->table = NULL;
         return NETD_PIN_LOST;
@@ -121,7 +122,8 @@ static enum netd_pin_outcome read_verdict(int fd, const struct netd_pin_request 
 
 /* The first message: an ACK (registration may follow), or an answer without one (not registered:
  * a refusal, or a daemon of another protocol version whose answer means NEUTRAL). */
-static enum netd_pin_outcome read_ack(int fd, const struct netd_pin_request *req, struct netd_pin_reply *reply)
+static enum netd_pin_outcome read_ack(int fd, const struct netd_pin_request *req,
+                                      struct netd_pin_reply *reply)
 {
     struct netd_pin_prefix p;
     int got = read_full(fd, &p, sizeof p, req->register_by_ns, reply->error, sizeof reply->error);
@@ -152,8 +154,8 @@ static enum netd_pin_outcome read_ack(int fd, const struct netd_pin_request *req
     return NETD_PIN_UNREGISTERED; /* whatever answered does not speak the pin protocol */
 }
 
-static int connect_bounded(int fd, const struct sockaddr_un *addr, int64_t until, struct netd_pin_reply *reply,
-                           const char *path)
+static int connect_bounded(int fd, const struct sockaddr_un *addr, int64_t until,
+                           struct netd_pin_reply *reply, const char *path)
 {
     if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) == 0)
         return 0;

@@ -163,9 +163,9 @@ static ncclResult_t get_coll_info_v3(void *context, ncclFunc_t coll_type, size_t
 /* NCCL 2.21 (v2) has no cost table: only a hard pin (algorithm and protocol both named, flag PIN)
  * can be expressed, and only for an algorithm this communicator supports. Forbid-only hints,
  * which need NCCL's costs to be safe, leave NCCL's own choice. */
-static ncclResult_t get_coll_info_v2(void *context, ncclFunc_t coll_type, size_t n_bytes, int coll_net_support,
-                                     int nvls_support, int num_pipe_ops, int *algorithm, int *protocol,
-                                     int *n_channels)
+static ncclResult_t get_coll_info_v2(void *context, ncclFunc_t coll_type, size_t n_bytes,
+                                     int coll_net_support, int nvls_support, int num_pipe_ops, int *algorithm,
+                                     int *protocol, int *n_channels)
 {
     (void)num_pipe_ops;
     const struct netd_ctx *ctx = context;
@@ -173,7 +173,8 @@ static ncclResult_t get_coll_info_v2(void *context, ncclFunc_t coll_type, size_t
     if (ctx == NULL || coll >= NETD_HINTS_NUM_COLLS || algorithm == NULL || protocol == NULL)
         return ncclSuccess;
     const struct netd_hint_entry *e = &ctx->slice.e[coll][netd_size_bucket(n_bytes)];
-    int a = e->algo, supported = a == NCCL_ALGO_TREE || a == NCCL_ALGO_RING || ((a == 2 || a == 3) && coll_net_support) ||
+    int a = e->algo, supported = a == NCCL_ALGO_TREE || a == NCCL_ALGO_RING ||
+                                 ((a == 2 || a == 3) && coll_net_support) ||
                                  ((a == 4 || a == 5) && nvls_support);
     if (!(e->flags & NETD_HINT_F_PIN) || e->proto < 0 || !supported)
         return ncclSuccess;

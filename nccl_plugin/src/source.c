@@ -74,8 +74,10 @@ static int load_table(struct netd_settings *s, const char *table, const char *sh
 {
     int has_table = table != NULL && *table != '\0', has_sha = sha != NULL && *sha != '\0';
     if (has_table != has_sha)
-        return bad(s, "%s is set without its pair: a static table needs NETD_TUNER_TABLE and NETD_TUNER_TABLE_SHA256",
-                   has_table ? "NETD_TUNER_TABLE" : "NETD_TUNER_TABLE_SHA256");
+        return bad(
+            s,
+            "%s is set without its pair: a static table needs NETD_TUNER_TABLE and NETD_TUNER_TABLE_SHA256",
+            has_table ? "NETD_TUNER_TABLE" : "NETD_TUNER_TABLE_SHA256");
     if (!has_table)
         return 0;
     if (strlen(table) >= sizeof s->table)
@@ -240,15 +242,17 @@ void netd_obtain_static(const struct netd_settings *s, size_t n_nodes, struct ne
 }
 
 /* The verdict for a static-table rank: the pin tells whether every rank pinned the same file. */
-static void static_verdict(const struct netd_settings *s, enum netd_pin_outcome got, const struct netd_pin_reply *reply,
-                           uint64_t digest, const uint8_t *buf, size_t len, size_t n_nodes, const char *what,
-                           struct netd_slice *slice, struct netd_obtained *out)
+static void static_verdict(const struct netd_settings *s, enum netd_pin_outcome got,
+                           const struct netd_pin_reply *reply, uint64_t digest, const uint8_t *buf,
+                           size_t len, size_t n_nodes, const char *what, struct netd_slice *slice,
+                           struct netd_obtained *out)
 {
     char label[NETD_PATH_MAX + 160];
     if (got == NETD_PIN_UNREGISTERED && reply->no_daemon) {
         /* No netd on this host: the operator's file alone decides, as on NCCLs without a comm id.
          * Mixed static/daemon configurations can only be detected where netd runs. */
-        snprintf(label, sizeof label, "%s: static table %s (no netd here to cross-check peers)", what, s->table);
+        snprintf(label, sizeof label, "%s: static table %s (no netd here to cross-check peers)", what,
+                 s->table);
         latch(buf, len, n_nodes, 0, 0, label, slice, out);
         return;
     }
@@ -263,8 +267,9 @@ static void static_verdict(const struct netd_settings *s, enum netd_pin_outcome 
         got == NETD_PIN_ANSWERED ? reply->response.reason : reply->error);
 }
 
-static void daemon_verdict(const struct netd_settings *s, enum netd_pin_outcome got, const struct netd_pin_reply *reply,
-                           size_t n_nodes, const char *what, struct netd_slice *slice, struct netd_obtained *out)
+static void daemon_verdict(const struct netd_settings *s, enum netd_pin_outcome got,
+                           const struct netd_pin_reply *reply, size_t n_nodes, const char *what,
+                           struct netd_slice *slice, struct netd_obtained *out)
 {
     switch (got) {
     case NETD_PIN_UNREGISTERED:

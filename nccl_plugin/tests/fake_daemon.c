@@ -44,7 +44,8 @@ static void serve_one(struct fake_daemon *d, int fd)
     struct netd_pin_ack ack = {NETD_PIN_ACK_MAGIC, NETD_PIN_PROTO_VERSION, sizeof ack};
     if (d->mode == FAKE_NEWER)
         ack.version = NETD_PIN_PROTO_VERSION + 1;
-    int acks = d->mode != FAKE_NO_ACK && d->mode != FAKE_OLD && d->mode != FAKE_REFUSE && d->mode != FAKE_GARBAGE;
+    int acks =
+        d->mode != FAKE_NO_ACK && d->mode != FAKE_OLD && d->mode != FAKE_REFUSE && d->mode != FAKE_GARBAGE;
     if (acks)
         write_all(fd, &ack, sizeof ack);
     struct netd_pin_response r = {

@@ -96,7 +96,8 @@ static void test_symbols(void *lib)
     v2 = dlsym(lib, "ncclTunerPlugin_v2");
     CHECK(v6 != NULL && v5 != NULL && v4 != NULL && v3 != NULL && v2 != NULL);
     CHECK(dlsym(lib, "ncclTunerPlugin_v1") == NULL);
-    CHECK(strcmp(v2->name, "netd") == 0 && v2->init != NULL && v2->getCollInfo != NULL && v2->destroy != NULL);
+    CHECK(strcmp(v2->name, "netd") == 0 && v2->init != NULL && v2->getCollInfo != NULL &&
+          v2->destroy != NULL);
     CHECK(dlsym(lib, "netd_apply") == NULL); /* hidden */
     CHECK(dlsym(lib, "netd_sha256") == NULL);
     CHECK(strcmp(v6->name, "netd") == 0 && strcmp(v5->name, "netd") == 0);
@@ -255,8 +256,10 @@ static void test_v2(const char *path)
 {
     clear_env();
     tb_init(table_buf, wall_ns(), 0);
-    *tb_entry(table_buf, 1, 4, 13) = (struct netd_hint_entry){.algo = 1, .proto = 2, .n_channels = 40, .flags = NETD_HINT_F_PIN};
-    *tb_entry(table_buf, 1, 4, 14) = (struct netd_hint_entry){.algo = 4, .proto = 2, .flags = NETD_HINT_F_PIN};
+    *tb_entry(table_buf, 1, 4, 13) =
+        (struct netd_hint_entry){.algo = 1, .proto = 2, .n_channels = 40, .flags = NETD_HINT_F_PIN};
+    *tb_entry(table_buf, 1, 4, 14) =
+        (struct netd_hint_entry){.algo = 4, .proto = 2, .flags = NETD_HINT_F_PIN};
     int ring[] = {1};
     *tb_entry(table_buf, 1, 4, 15) = tb_soft(0, ring, 1); /* forbid-only: not expressible in v2 */
     tb_seal(table_buf);

@@ -384,10 +384,12 @@ static void test_settings(void)
     CHECK(netd_settings_load(&s) == 0 && s.timeout_ms == 250 && s.note[0] == '\0');
     /* out of range: clamped (and noted), not refused */
     const char *clamp_in[] = {"50", "0", "999999999", "99999999999999999999999"};
-    const unsigned clamp_out[] = {NETD_MIN_TIMEOUT_MS, NETD_MIN_TIMEOUT_MS, NETD_MAX_TIMEOUT_MS, NETD_MAX_TIMEOUT_MS};
+    const unsigned clamp_out[] = {NETD_MIN_TIMEOUT_MS, NETD_MIN_TIMEOUT_MS, NETD_MAX_TIMEOUT_MS,
+                                  NETD_MAX_TIMEOUT_MS};
     for (size_t i = 0; i < sizeof clamp_in / sizeof *clamp_in; i++) {
         setenv("NETD_TUNER_TIMEOUT_MS", clamp_in[i], 1);
-        CHECK(netd_settings_load(&s) == 0 && s.timeout_ms == clamp_out[i] && strstr(s.note, "clamped") != NULL);
+        CHECK(netd_settings_load(&s) == 0 && s.timeout_ms == clamp_out[i] &&
+              strstr(s.note, "clamped") != NULL);
     }
     const char *bad_timeouts[] = {"abc", "10s", "-1", " 5"};
     for (size_t i = 0; i < sizeof bad_timeouts / sizeof *bad_timeouts; i++) {
@@ -537,8 +539,8 @@ static void test_pinned_source(void)
     CHECK_INT(ask_fake(FAKE_OVERSIZE, table_buf, sizeof table_buf, now, &got, NULL),
               NETD_UNTOUCHED); /* oversized */
     /* nothing the daemon does fails init: a static table every rank fails alike is the only way */
-    enum fake_mode never_fail[] = {FAKE_FAIL, FAKE_GARBAGE, FAKE_CLOSE, FAKE_SILENT, FAKE_CUT_TABLE,
-                                   FAKE_WRONG_COMM, FAKE_NO_ACK, FAKE_OLD, FAKE_NEWER, FAKE_REFUSE};
+    enum fake_mode never_fail[] = {FAKE_FAIL,       FAKE_GARBAGE, FAKE_CLOSE, FAKE_SILENT, FAKE_CUT_TABLE,
+                                   FAKE_WRONG_COMM, FAKE_NO_ACK,  FAKE_OLD,   FAKE_NEWER,  FAKE_REFUSE};
     for (size_t i = 0; i < sizeof never_fail / sizeof *never_fail; i++) {
         CHECK_INT(ask_fake(never_fail[i], table_buf, sizeof table_buf, now, &got, NULL), NETD_UNTOUCHED);
     }

@@ -34,26 +34,9 @@ from netd.lab.scenarios import build_scenario
 from netd.lab.state import LabState, lab_dir
 from netd.lab.status import lab_status
 from netd.lab.summary import summarize
+from tests.lab.marks import LAB
 
-
-def _bcc() -> bool:
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.lab,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root"),
-    pytest.mark.skipif(not _bcc(), reason="the lab's data plane needs bcc"),
-    pytest.mark.skipif(
-        not all(shutil.which(t) for t in ("ip", "tc", "gcc", "lldpd", "ethtool")),
-        reason="needs iproute2, gcc, lldpd, ethtool",
-    ),
-]
+pytestmark = [*LAB]
 
 
 def _leftovers(name: str, root: Path) -> list[str]:

@@ -14,9 +14,7 @@ interval and line-rate tests fail.
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,27 +33,9 @@ from netd.model.bpf import BpfSample
 from netd.sources.bpf import BpfSettings
 from netd.sources.bpf_bcc import BccBpfSource
 from netd.sources.bpf_tc import Interface, TcAttacher
+from tests.lab.marks import LAB
 
-
-def _bcc() -> bool:
-    try:
-        import bcc  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.root,
-    pytest.mark.lab,
-    pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root"),
-    pytest.mark.skipif(not _bcc(), reason="the lab's data plane needs bcc"),
-    pytest.mark.skipif(
-        not all(shutil.which(t) for t in ("ip", "tc", "gcc", "lldpd", "ethtool")),
-        reason="needs iproute2, gcc, lldpd, ethtool",
-    ),
-]
+pytestmark = [*LAB, pytest.mark.slow]
 
 RECEIVER, SENDER = 0, 1
 BUCKET_BYTES = 2500  # LINK_BUCKET_BYTES in netd/lab/csrc/lab_host.c
