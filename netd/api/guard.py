@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
-from starlette.routing import compile_path
+from starlette.routing import Route, compile_path
 
 from netd.api.auth import CHECK_ATTR
 from netd.api.problems import MAX_DEPTH, PROBLEM_JSON, problem_body
@@ -148,6 +148,9 @@ def guarded_routes(
             checks = [*outer, *_dependant_checks(route)]
             if checks:
                 yield compile_path(prefix + route.path)[0], frozenset(route.methods or ()), checks
+        elif isinstance(route, Route) and (check := getattr(route.endpoint, CHECK_ATTR, None)) is not None:
+            # a plain route (the NCCL pin route) declares its token check on its endpoint
+            yield compile_path(prefix + route.path)[0], frozenset(route.methods or ()), [*outer, check]
         elif hasattr(route, "original_router"):
             ctx = getattr(route, "include_context", None)
             deps = getattr(ctx, "dependencies", ()) or ()

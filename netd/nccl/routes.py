@@ -23,7 +23,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from netd.api.auth import header_check
+from netd.api.auth import CHECK_ATTR, header_check
 from netd.errors import HintTableError
 from netd.nccl.pin_schema import PinRequestBody, response_body
 from netd.nccl.pins import PinAuthority, PinVerdict, unless_gone
@@ -118,6 +118,7 @@ def nccl_router(
             answers[verdict] = encoded
         return Response(encoded, media_type="application/json")
 
+    setattr(pin, CHECK_ATTR, check_token)  # so the request guard checks it before the body is read
     router.add_route(router.prefix + "/pins", pin, methods=["POST"])
 
     @router.get("/pins")

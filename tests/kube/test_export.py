@@ -4,6 +4,7 @@ the published schemas (tests/kube/schemas.py)."""
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 from hypothesis import given
@@ -163,7 +164,8 @@ def test_the_cluster_view_from_prometheus_exports():
             "rail": "0",
             "state": "ACTIVE",
         }
-        return {"metric": labels, "value": [1.0, "1"]}
+        now = time.time()  # timestamp(netd_port_info): scraped just now, so not a silent host
+        return {"metric": labels, "value": [now, str(now)]}
 
     series = [
         info("gpu-01", "leaf-a", "spine-x"),
