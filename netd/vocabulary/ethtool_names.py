@@ -13,6 +13,7 @@ means, so a name is classified by one ``fullmatch`` instead of string surgery. O
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -105,8 +106,30 @@ _MLX5 = _Dialect(
 _DIALECTS = (_MLX5,)
 
 
+# What one statistic name means: ("prio", field, (direction, priority)), ("global", field, direction),
+# ("scalar", field, None), or None for a name netd does not read. Names are few and fixed per driver
+# (mlx5: ~160), while every tick and fast-path sample parses every netdev's statistics: classify each
+# name once per process instead of running the pattern over it every time.
+_Meaning = tuple[str, str, Any] | None
+
+
+@functools.lru_cache(maxsize=8192)
+def _classify(name: str) -> _Meaning:
+    for dialect in _DIALECTS:
+        m = dialect.pattern.fullmatch(name)
+        if m is None:
+            continue
+        if m["kind"]:
+            return ("prio", dialect.kinds[m["kind"]], (m["dir"], int(m["prio"])))
+        if m["gkind"]:
+            return ("global", _GLOBAL_FIELDS[dialect.kinds[m["gkind"]]], m["gdir"])
+        return ("scalar", dialect.scalars.get(m["scalar"], m["scalar"]), None)
+    return None
+
+
 def parse_signals(stats: Mapping[str, float]) -> EthtoolSignals:
-    """Classify every name once; unrecognised names are ignored here (they stay in the sample).
+    """Classify every name (once per process: :func:`_classify`); unrecognised names are ignored here
+    (they stay in the sample).
 
     When two names map to one signal (the trailing-space and the stripped storm name), the first wins,
     as in driver order.
@@ -116,20 +139,18 @@ def parse_signals(stats: Mapping[str, float]) -> EthtoolSignals:
     scalars: dict[str, float] = {}
     active: set[int] = set()
     for name, value in stats.items():
-        for dialect in _DIALECTS:
-            m = dialect.pattern.fullmatch(name)
-            if m is None:
-                continue
-            if m["kind"]:
-                target = dialect.kinds[m["kind"]]
-                prio[target].setdefault((m["dir"], int(m["prio"])), value)
-                if target in _PAUSE_FIELDS:
-                    active.add(int(m["prio"]))
-            elif m["gkind"]:
-                glob[_GLOBAL_FIELDS[dialect.kinds[m["gkind"]]]].setdefault(m["gdir"], value)
-            else:
-                scalars.setdefault(dialect.scalars.get(m["scalar"], m["scalar"]), value)
-            break
+        meaning = _classify(name)
+        if meaning is None:
+            continue
+        kind, target, key = meaning
+        if kind == "prio":
+            prio[target].setdefault(key, value)
+            if target in _PAUSE_FIELDS:
+                active.add(key[1])
+        elif kind == "global":
+            glob[target].setdefault(key, value)
+        else:
+            scalars.setdefault(target, value)
     # Field names come from the dialect tables, so the keyword arguments are assembled as data.
     fields: dict[str, Any] = {f: MappingProxyType(v) for f, v in (prio | glob).items()}
     fields.update(scalars, active_priorities=tuple(sorted(active)))
