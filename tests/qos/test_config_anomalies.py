@@ -81,6 +81,9 @@ def test_contradictions_open_findings_and_their_fixes_close_them(host3: Path) ->
         assert "accepts at most 4096" in mtu["explanation"]
         # host 3 trusts PCP: its RoCE frames carry an 802.1Q tag, 4096 - 22 = 4074
         assert mtu["evidence"]["fix"].startswith(f"ip link set dev {NETDEV} mtu 4074")
+        topology = client.get("/v1/topology").json()["ports"]["items"]
+        heard = [n["max_frame_size"] for p in topology if p["netdev"] == NETDEV for n in p["neighbors"]]
+        assert heard == [4096]  # what the check compared with
         table = render_anomalies(doc)
         assert "pfc_without_ecn" in table and "mtu_mismatch" in table
         assert (
