@@ -38,6 +38,7 @@ def _neighbor(n: LldpNeighbor) -> dict[str, Any]:
         "port_id_type": n.port_id_type,
         "system_descr": n.system_descr,
         "ttl_s": n.ttl_s,
+        "max_frame_size": n.max_frame_size,
         "source": n.source,
     }
 

@@ -54,6 +54,7 @@ class NeighborOut(BaseModel):
     port_id_type: str | None
     system_descr: str | None
     ttl_s: int | None
+    max_frame_size: int | None  # IEEE 802.3 Maximum Frame Size TLV, when the neighbour sends it
     source: str
 
 

@@ -196,6 +196,7 @@ def _serve_once(
             _tick_host(daemon),
             daemon.state,
             emulated_fabric_qos(cfg, daemon),
+            daemon.detection,  # local QoS contradictions become anomaly findings too
         )
         loop = threading.Thread(target=daemon.run, args=(stop,), name="netd-loop", daemon=True)
         app = create_app(

@@ -29,6 +29,7 @@ from types import MappingProxyType
 from netd.config.detect import DetectConfig
 from netd.detect.base import Detector
 from netd.detect.baseline import KIND_BASELINE, BaselineDetector
+from netd.detect.config import ConfigDetector
 from netd.detect.congestion import KIND_CONGESTION, CongestionDetector
 from netd.detect.counters import KIND_STALLED, CounterHealthDetector
 from netd.detect.findings import AnomalyState, Candidate, Finding, FindingEvent, Scope, Severity
@@ -60,6 +61,7 @@ def default_detectors(cfg: DetectConfig) -> list[Detector]:
         LinkDetector(cfg),
         CounterHealthDetector(cfg),
         BaselineDetector(cfg),
+        ConfigDetector(cfg),
     ]
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from netd.model.config_finding import ConfigFinding
 from netd.model.snapshot import PortIdentity, frozen_map
 
 __all__ = [
@@ -123,6 +124,8 @@ class DetectInput:
     source_errors: Mapping[str, str] = field(default_factory=frozen_map)  # failed sources, this tick
     # (device, port) -> the congestion scorer's level this tick; empty on the PFC path
     congestion: Mapping[tuple[str, int], PortCongestion] = field(default_factory=lambda: MappingProxyType({}))
+    # the host's configuration contradictions (netd.detect.config); None: not known on this input
+    config: tuple[ConfigFinding, ...] | None = None
 
     def port(self, device: str, port: int) -> PortInput | None:
         for p in self.ports:

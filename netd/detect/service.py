@@ -29,6 +29,7 @@ from netd.detect.feed import DetectFeed
 from netd.detect.findings import AnomalyState, FindingEvent, Severity
 from netd.detect.inputs import DetectInput, LinkChange, PortCongestion
 from netd.errors import SourceError
+from netd.model.config_finding import ConfigFinding
 from netd.model.snapshot import EthtoolSample
 from netd.series.tracker import Observation
 from netd.sources.collect import Sampler
@@ -115,6 +116,9 @@ class Detection:
         self._clock = clock
         self._wall = wall
         self._listener = listener  # sees every lifecycle event (the benchmark scores them)
+        # the host's configuration contradictions, asked once per tick (netd.detect.config); the
+        # composition root sets it to the QoS reader's latest findings
+        self.config: Callable[[], Sequence[ConfigFinding]] | None = None
         self._fast_samples = 0
         self._fast_cpu = 0.0
         self._active_until = float("-inf")  # fast cadence until then (pause was seen)
@@ -142,6 +146,8 @@ class Detection:
         tick = self.feed.tick_input(obs)
         if congestion is not None:
             tick = dataclasses.replace(tick, congestion=port_congestion(congestion, obs.snapshot.host))
+        if self.config is not None:
+            tick = dataclasses.replace(tick, config=tuple(self.config()))
         snap = obs.snapshot
         pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
         self._note_pause(pfc)

@@ -29,6 +29,7 @@ __all__, __getattr__, __dir__ = public_face(
             "RoceClassCount",
             "TcpEndpoint",
         ),
+        "config_finding": ("CONFIG_KINDS", "ConfigFinding"),
         "topology": (
             "Gid",
             "HostInterface",

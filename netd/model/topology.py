@@ -49,6 +49,10 @@ class LldpNeighbor:
     system_descr: str | None = None
     ttl_s: int | None = None
     source: str = "lldpd"  # "lldpd", "lldp-frames", "lldp-file"
+    # IEEE 802.3 Maximum Frame Size TLV (802.3 clause 79.3.4): the largest frame, destination address
+    # through FCS, the neighbour's port accepts. None when the neighbour does not send it (lldpd on
+    # Linux never does: there is no MFS to read from the kernel, only the MTU).
+    max_frame_size: int | None = None
 
     @property
     def switch(self) -> str | None:

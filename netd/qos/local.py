@@ -8,46 +8,33 @@
   A DSCP the APP table does not list takes mlx5's default map, priority = DSCP >> 3. CNPs (the
   NIC's ``np_cnp_dscp``) are left out: they ride a priority without PFC by design. The probes count
   per host, not per port, so each port whose map sends that DSCP to a lossy priority is named.
+* ``mtu_mismatch``: the port's MTU makes frames longer than its LLDP neighbour's Maximum Frame Size
+  (:mod:`netd.qos.mtu` says which overhead and why).
 
-Values in, findings out: the service feeds the port readings and the latest eBPF sample.
+Each is a :class:`~netd.model.config_finding.ConfigFinding`, the plain value the daemon also hands the
+detector engine (one anomaly finding per value, docs/detection.md).
+
+Values in, findings out: the service feeds the port readings, the latest eBPF sample and LLDP.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from netd.model.bpf import RoceClassCount
+from netd.model.config_finding import CONFIG_KINDS, ConfigFinding
+from netd.model.topology import LldpNeighbor
 from netd.qos.fixes import fix_command
+from netd.qos.mtu import mtu_mismatches
 from netd.sources.qos import PortQos
 
 __all__ = ["LOCAL_KINDS", "LocalFinding", "local_findings"]
 
-LOCAL_KINDS = ("pfc_without_ecn", "roce_on_lossy_priority")
+LOCAL_KINDS = CONFIG_KINDS
+LocalFinding = ConfigFinding  # the name this module has always used for them
 
 
-@dataclass(frozen=True, slots=True)
-class LocalFinding:
-    kind: str
-    device: str
-    netdev: str | None
-    priority: int
-    message: str
-    fix: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "device": self.device,
-            "netdev": self.netdev,
-            "priority": self.priority,
-            "message": self.message,
-            "fix": self.fix,
-        }
-
-
-def _pfc_without_ecn(p: PortQos) -> Iterable[LocalFinding]:
+def _pfc_without_ecn(p: PortQos) -> Iterable[ConfigFinding]:
     if p.pfc is None:
         return
     for prio in p.pfc:
@@ -55,9 +42,10 @@ def _pfc_without_ecn(p: PortQos) -> Iterable[LocalFinding]:
         if not off:
             continue
         sides = [side for name, side in (("ECN", "roce_np"), ("DCQCN", "roce_rp")) if name in off]
-        yield LocalFinding(
+        yield ConfigFinding(
             "pfc_without_ecn",
             p.device,
+            p.port,
             p.netdev,
             prio,
             f"{p.netdev}: PFC on priority {prio} but {' and '.join(off)} off there; congestion pauses the "
@@ -71,7 +59,7 @@ def _priority_of(p: PortQos, dscp: int) -> int:
     return table.get(dscp, dscp >> 3)
 
 
-def _roce_on_lossy(p: PortQos, classes: Sequence[RoceClassCount]) -> Iterable[LocalFinding]:
+def _roce_on_lossy(p: PortQos, classes: Sequence[RoceClassCount]) -> Iterable[ConfigFinding]:
     if p.pfc is None or p.trust != "dscp":
         return  # under PCP trust the DSCP does not pick the priority; the VLAN PCP is not probed
     # CNPs are RoCEv2 packets too, but they are sent on their own priority without PFC on purpose
@@ -86,23 +74,29 @@ def _roce_on_lossy(p: PortQos, classes: Sequence[RoceClassCount]) -> Iterable[Lo
     for dscp, packets in sorted(seen.items()):
         prio = _priority_of(p, dscp)
         pfc = ",".join(str(q) for q in sorted(p.pfc)) or "none"
-        yield LocalFinding(
+        yield ConfigFinding(
             "roce_on_lossy_priority",
             p.device,
+            p.port,
             p.netdev,
             prio,
             f"{p.netdev}: {packets} RoCEv2 packets with DSCP {dscp} -> priority {prio}, which has no PFC "
             f"(PFC on: {pfc})",
             fix_command("pfc", ",".join(str(q) for q in sorted({*p.pfc, prio})), p.device, p.netdev, p.port),
+            subject=f"dscp {dscp}",  # two DSCPs on one lossy priority are two findings
         )
 
 
 def local_findings(
-    ports: Sequence[PortQos], roce_classes: Sequence[RoceClassCount] = ()
-) -> list[LocalFinding]:
-    """Every local inconsistency of one host (``roce_classes``: the eBPF probes' RoCEv2 counts, if any)."""
-    out: list[LocalFinding] = []
+    ports: Sequence[PortQos],
+    roce_classes: Sequence[RoceClassCount] = (),
+    neighbors: Mapping[str, Sequence[LldpNeighbor]] | None = None,
+) -> list[ConfigFinding]:
+    """Every local inconsistency of one host (``roce_classes``: the eBPF probes' RoCEv2 counts, if any;
+    ``neighbors``: netdev -> its LLDP neighbours, from the topology)."""
+    out: list[ConfigFinding] = []
     for p in ports:
         out.extend(_pfc_without_ecn(p))
         out.extend(_roce_on_lossy(p, roce_classes))
+    out.extend(mtu_mismatches(ports, neighbors or {}))
     return out

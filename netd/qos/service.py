@@ -17,11 +17,13 @@ from typing import Any
 from netd.config.settings import Config
 from netd.daemon.state import PublishedState
 from netd.errors import NetdError
-from netd.qos.local import LocalFinding, local_findings
+from netd.model.config_finding import ConfigFinding
+from netd.model.topology import LldpNeighbor, Topology
+from netd.qos.local import local_findings
 from netd.sources.qos import PortQos, QosSource
 from netd.sources.qos_dcb import make_dcb_reader
 
-__all__ = ["QosService", "build_source"]
+__all__ = ["QosService", "build_source", "neighbors_by_netdev"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,13 @@ def build_source(cfg: Config, sysfs_root: Path) -> QosSource:
     )
 
 
+def neighbors_by_netdev(topology: Topology | None) -> dict[str, tuple[LldpNeighbor, ...]]:
+    """netdev -> the LLDP neighbours the topology placed on it (a bond's: those heard on its members)."""
+    if topology is None:
+        return {}
+    return {p.netdev: p.neighbors for p in topology.ports if p.netdev and p.neighbors}
+
+
 class QosService:
     def __init__(
         self,
@@ -52,7 +61,7 @@ class QosService:
         self._state = state
         # One reading swapped in by reference (ports, their local findings, wall clock of the read), so a
         # reader on another thread never pairs one read's ports with another's findings.
-        self._reading: tuple[tuple[PortQos, ...], tuple[LocalFinding, ...], float | None] = ((), (), None)
+        self._reading: tuple[tuple[PortQos, ...], tuple[ConfigFinding, ...], float | None] = ((), (), None)
         self.reads = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -73,12 +82,14 @@ class QosService:
             log.warning("QoS read: %s", "; ".join(self.source.errors))
         st = self._state() if self._state is not None else None
         bpf = st.observation.snapshot.bpf if st is not None else None
-        local = tuple(local_findings(ports, bpf.roce_classes if bpf is not None else ()))
+        roce = bpf.roce_classes if bpf is not None else ()
+        neighbors = neighbors_by_netdev(st.topology if st is not None else None)
+        local = tuple(local_findings(ports, roce, neighbors))
         self._reading = (ports, local, time.time())
         self.reads += 1
         self.last_error = "; ".join(self.source.errors) or None
 
-    def reading(self) -> tuple[tuple[PortQos, ...], tuple[LocalFinding, ...], float | None]:
+    def reading(self) -> tuple[tuple[PortQos, ...], tuple[ConfigFinding, ...], float | None]:
         """(ports, local findings, read_at) of one read, consistent with each other."""
         return self._reading
 
@@ -87,7 +98,7 @@ class QosService:
         return self._reading[0]
 
     @property
-    def local(self) -> tuple[LocalFinding, ...]:
+    def local(self) -> tuple[ConfigFinding, ...]:
         return self._reading[1]
 
     @property

@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 from netd.config.settings import Config
 from netd.daemon.loop import Daemon
 from netd.daemon.state import PublishedState
+from netd.detect.service import Detection
 from netd.emulated.fabric_topology import tor_name
 from netd.qos.fabric import FabricQos, from_emulated_trees
 from netd.qos.metrics import QosCollector
@@ -80,10 +81,14 @@ def start_qos(
     host: str,
     state: Callable[[], PublishedState | None],
     fabric: FabricQos | None,
+    detection: Detection | None = None,
 ) -> QosParts:
-    """The running reader with its /v1/qos (and /v1/qos/fabric when ``fabric`` is given) and metrics."""
+    """The running reader with its /v1/qos (and /v1/qos/fabric when ``fabric`` is given) and metrics;
+    its local findings also feed ``detection`` (one anomaly finding each, docs/detection.md)."""
     if not cfg.qos.enabled:
         return QosParts(None)
     service = QosService(cfg, sysfs_root, host, state)
     service.start()
+    if detection is not None:
+        detection.config = lambda: service.local
     return QosParts(service, fabric)

@@ -37,6 +37,9 @@ _SOL_PACKET = 263
 _PACKET_ADD_MEMBERSHIP = 1
 _PACKET_MR_MULTICAST = 0
 _CLONE_NEWNET = 0x40000000
+# IEEE 802.3 organizationally specific TLV (802.3 clause 79): OUI 00-12-0F, subtype 4 = Maximum Frame Size
+_OUI_8023 = 0x00120F
+_MFS_SUBTYPE = 4
 # LLDP Port ID subtypes (IEEE 802.1AB table 8-3) in lldpd's vocabulary
 _PORT_SUBTYPES = {1: "ifalias", 2: "port", 3: "mac", 4: "ip", 5: "ifname", 6: "agent-circuit-id", 7: "local"}
 
@@ -47,6 +50,17 @@ def _text(value: Any) -> str | None:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace").strip("\x00 ") or None
     return str(value) or None
+
+
+def _max_frame_size(pkt: Any, org_layer: type) -> int | None:
+    """The 802.3 Maximum Frame Size TLV's value (two octets), if the frame has one."""
+    layer = pkt.getlayer(org_layer)
+    while layer is not None:
+        data = bytes(layer.data or b"")
+        if layer.org_code == _OUI_8023 and layer.subtype == _MFS_SUBTYPE and len(data) == 2:
+            return int(struct.unpack("!H", data)[0])
+        layer = layer.payload.getlayer(org_layer)
+    return None
 
 
 def parse_lldp_frame(frame: bytes, interface: str) -> LldpNeighbor | None:
@@ -86,6 +100,7 @@ def parse_lldp_frame(frame: bytes, interface: str) -> LldpNeighbor | None:
         ),
         ttl_s=int(ttl) if ttl is not None else None,
         source="lldp-frames",
+        max_frame_size=_max_frame_size(pkt, L.LLDPDUGenericOrganisationSpecific),
     )
 
 

@@ -86,6 +86,8 @@ def _neighbor(interface: str, body: dict[str, Any], source: str) -> LldpNeighbor
     _, chassis_id = _typed_id(ch.get("id"))
     port_id_type, port_id = _typed_id(port.get("id")) if isinstance(port, dict) else (None, None)
     ttl = _value(port.get("ttl")) if isinstance(port, dict) else None
+    # display.c prints the 802.3 MFS TLV as port "mfs" (details only), and only when the frame had one
+    mfs = _value(port.get("mfs")) if isinstance(port, dict) else None
     return LldpNeighbor(
         interface=interface,
         chassis_name=name,
@@ -97,6 +99,7 @@ def _neighbor(interface: str, body: dict[str, Any], source: str) -> LldpNeighbor
         system_descr=_value(ch.get("descr")),
         ttl_s=int(ttl) if ttl is not None and ttl.isdigit() else None,
         source=source,
+        max_frame_size=int(mfs) if mfs is not None and mfs.isdigit() else None,
     )
 
 

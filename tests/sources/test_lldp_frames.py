@@ -79,3 +79,30 @@ def test_neighbours_expire_with_their_ttl():
     assert listener.neighbors() == (n,)
     now[0] = 221.0
     assert listener.neighbors() == ()
+
+
+def _with_tlvs(*tlvs: str) -> bytes:
+    """A switch frame laid out byte by byte (IEEE 802.1AB: type in 7 bits, length in 9), with ``tlvs``
+    (hex) between the mandatory TLVs and End of LLDPDU."""
+    header = "0180c200000e" + "b8599f100001" + "88cc"
+    chassis = "0207" + "04" + "b8599f100001"  # type 1, length 7: subtype 4 (MAC address)
+    port = "040b" + "05" + b"Ethernet24".hex()  # type 2, length 11: subtype 5 (interface name)
+    ttl = "0602" + "0078"  # type 3, length 2: 120 s
+    return bytes.fromhex(header + chassis + port + ttl + "".join(tlvs) + "0000")
+
+
+# type 127 (organizationally specific) + length 6: 0xfe06; then the OUI, the subtype and the value.
+PVID_8021 = "fe060080c2010064"  # IEEE 802.1 (00-80-C2) subtype 1, Port VLAN ID 100: not a frame size
+MFS_8023 = "fe0600120f042400"  # IEEE 802.3 (00-12-0F) subtype 4, Maximum Frame Size 0x2400 = 9216
+
+
+def test_the_8023_maximum_frame_size_tlv_is_read():
+    n = parse_lldp_frame(_with_tlvs(PVID_8021, MFS_8023), "ens1f0np0")
+    assert n is not None and n.max_frame_size == 9216 and n.switch_port == "Ethernet24"
+
+
+def test_no_maximum_frame_size_tlv_is_none_not_zero():
+    n = parse_lldp_frame(_with_tlvs(PVID_8021), "ens1f0np0")
+    assert n is not None and n.max_frame_size is None
+    plain = parse_lldp_frame(_frame(), "ens1f0np0")
+    assert plain is not None and plain.max_frame_size is None

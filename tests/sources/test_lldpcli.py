@@ -45,6 +45,22 @@ def test_single_values_and_a_chassis_without_a_name():
     assert (mgmt.chassis_name, mgmt.switch, mgmt.switch_port) == (None, "00:1c:73:aa:bb:cc", "Ethernet7")
 
 
+@pytest.mark.parametrize("name", ["lldpd_mfs.json", "lldpd_mfs_json0.json"])
+def test_the_maximum_frame_size_as_lldpd_shows_it(name):
+    """lldpd 1.0.16 receiving a frame with the 802.3 Maximum Frame Size TLV (9216), in both JSON shapes;
+    captured in network namespaces (the interface renamed): ``port.mfs``, a string."""
+    (n,) = read_lldp_file(FIXTURES / name)
+    assert (n.interface, n.switch, n.switch_port, n.max_frame_size) == ("ens1f0np0", "leaf1", "swp7", 9216)
+
+
+def test_no_mfs_when_the_neighbour_sends_none():
+    """lldpd itself never sends the TLV (the captures of lldpd switches have no ``mfs``)."""
+    neighbours = read_lldp_file(FIXTURES / "lldpd_two_ports.json") + read_lldp_file(
+        FIXTURES / "sonic_rails.json"
+    )
+    assert [n.max_frame_size for n in neighbours] == [None] * len(neighbours)
+
+
 @pytest.mark.parametrize("text", ["not json", "[]", '{"other": {}}'])
 def test_garbage_is_a_source_error(text):
     with pytest.raises(SourceError, match="lldp"):
