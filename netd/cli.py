@@ -66,6 +66,7 @@ BENCHES: tuple[str, ...] = (
     "netd.tuning.bench",
     "netd.qos.cli",
     "netd.kube.bench",
+    "netd.dashboards.bench",
 )
 
 

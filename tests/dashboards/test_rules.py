@@ -15,8 +15,9 @@ import yaml
 
 from netd.dashboards import ALERT_RULES_FILE, RECORDING_RULES_FILE
 from netd.dashboards.alerts import alerts
+from netd.dashboards.bench import promtool_verdict
 from netd.dashboards.recording import PORT_SIGNALS, WINDOW, recording_rules
-from tests.dashboards.resample import expand, resample
+from netd.dashboards.resample import expand, resample
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "dashboards"
@@ -153,55 +154,28 @@ def test_every_all_variable_has_one_regex_for_all():
                 assert var.get("allValue") == ".*", (path.name, var["name"])
 
 
-def _resampled(tmp_path: Path, interval: str, rules: dict[str, Path] | None = None) -> list[Path]:
-    """The committed promtool tests re-sampled to ``interval`` (tests/dashboards/resample.py), written
-    under ``tmp_path`` with their rule files resolved to ``rules`` (default: the committed ones)."""
-    out = []
-    for f in TESTS:
-        doc = resample(yaml.safe_load(f.read_text()), interval)
-        files = [(f.parent / r).resolve() for r in doc["rule_files"]]
-        doc["rule_files"] = [str((rules or {}).get(p.name, p)) for p in files]
-        path = tmp_path / f"{f.stem}.{interval}.yml"
-        path.write_text(yaml.safe_dump(doc, sort_keys=False, width=1_000_000))
-        out.append(path)
-    return out
-
-
 @pytest.mark.slow
 def test_promtool_unit_tests_pass_with_a_60s_scrape_interval(promtool, tmp_path):
     """Prometheus' default scrape interval: every recording rule still has its value and every alert
     still fires on its incident and stays silent on the healthy fabric."""
-    files = _resampled(tmp_path, "60s")
-    r = subprocess.run(
-        [promtool, "test", "rules", *map(str, files)], capture_output=True, text=True, timeout=120
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("SUCCESS") == len(TESTS)
+    v = promtool_verdict(TESTS, "60s", WINDOW, tmp_path, promtool)
+    assert v.ok, v.output
+    assert v.output.count("SUCCESS") == len(TESTS)
 
 
 @pytest.mark.slow
 def test_a_1m_window_fails_the_60s_tests(promtool, tmp_path):
     """The 60 s check can fail: the same rules with 1-minute ranges lose their values and the four
     alerts the issue named never fire, as on a real Prometheus scraping every 60 s."""
-    committed = RULES / RECORDING_RULES_FILE
-    short = tmp_path / committed.name
-    text = committed.read_text()
-    assert f"[{WINDOW}]" in text
-    short.write_text(text.replace(f"[{WINDOW}]", "[1m]"))
-    files = _resampled(tmp_path, "60s", {committed.name: short})
-    r = subprocess.run(
-        [promtool, "test", "rules", *map(str, files)], capture_output=True, text=True, timeout=120
-    )
-    assert r.returncode != 0
-    failed_alerts = set(re.findall(r"alertname: (\w+), time", r.stdout + r.stderr))
+    v = promtool_verdict(TESTS, "60s", "1m", tmp_path, promtool)
+    assert not v.ok
     assert {
         "NetdPfcStorm",
         "NetdCongestionSpreading",
         "NetdTorCongestionSustained",
         "NetdRoceLoss",
-    } <= failed_alerts
-    failed_records = set(re.findall(r'expr: "round\(\((\S+)\) \* 1e9\) / 1e9", time', r.stdout + r.stderr))
-    assert {f"port:{s.name}:rate{WINDOW}" for s in PORT_SIGNALS} <= failed_records
+    } <= v.failed_alerts
+    assert {f"port:{s.name}:rate{WINDOW}" for s in PORT_SIGNALS} <= v.failed_records
 
 
 def test_resampling_keeps_each_series_on_its_timeline():

@@ -71,17 +71,18 @@ def _rounded(check: dict[str, Any]) -> dict[str, Any]:
 
 def resample(doc: dict[str, Any], interval: str, offset: str = "") -> dict[str, Any]:
     """A copy of a promtool test file with every group's series re-sampled to ``interval``, and every
-    check (``eval_time``) ``offset`` later (default: half the interval)."""
+    check (``eval_time``) ``offset`` later (default: half the interval). A group already sampled at
+    ``interval`` or more coarsely keeps its samples (only its checks move)."""
     new = seconds(interval)
     shift = seconds(offset) if offset else new // 2
     out = dict(doc)
     groups = []
     for group in doc["tests"]:
         old = seconds(group.get("interval", doc.get("evaluation_interval", "1m")))
-        if new % old:
+        if new > old and new % old:
             raise ValueError(f"{interval} is not a multiple of the group's interval {old}s")
-        k = new // old
-        g = dict(group, interval=interval)
+        k = max(1, new // old)
+        g = dict(group, interval=f"{max(new, old)}s")
         g["input_series"] = [
             dict(s, values=" ".join(_fmt(v) for v in expand(s["values"])[::k])) for s in group["input_series"]
         ]
