@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from netd import __version__
+from netd.api.progress import Progress, add_progress_flag
 from netd.config.settings import Config, load_config
 from netd.errors import ConfigError, NetdError
 
@@ -65,6 +66,7 @@ BENCHES: tuple[str, ...] = (
     "netd.tuning.bench",
     "netd.qos.cli",
     "netd.kube.bench",
+    "netd.dashboards.bench",
 )
 
 
@@ -200,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sysfs-root", type=Path, metavar="DIR", help="measure this tree instead of building one"
     )
     collect.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
+    add_progress_flag(collect)
     collect.set_defaults(handler=_cmd_bench_collect, needs_config=False)
     for name in BENCHES:
         importlib.import_module(name).register_bench(bench_sub)
@@ -289,9 +292,12 @@ def _cmd_check(args: argparse.Namespace, cfg: Config) -> int:
 def _cmd_bench_collect(args: argparse.Namespace, cfg: Config | None) -> int:
     from netd.bench.collect import bench_collect
 
-    print(
-        json.dumps(bench_collect(nics=args.devices, ticks=args.ticks, sysfs_root=args.sysfs_root), indent=2)
-    )
+    # progress on stderr (a terminal, or --progress); stdout stays one JSON document
+    with Progress("netd bench collect", args.ticks, force=args.progress) as progress:
+        doc = bench_collect(
+            nics=args.devices, ticks=args.ticks, sysfs_root=args.sysfs_root, progress=progress
+        )
+    print(json.dumps(doc, indent=2))
     return 0
 
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netd.api.progress import Progress
 from netd.emulated.fabric_host import rate_text
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
@@ -106,7 +107,9 @@ def naive_tick(root: Path) -> int:
     return files
 
 
-def bench_collect(nics: int = 8, ticks: int = 200, sysfs_root: Path | None = None) -> dict[str, Any]:
+def bench_collect(
+    nics: int = 8, ticks: int = 200, sysfs_root: Path | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
     if ticks < 1:
         raise BenchError("--ticks must be at least 1")
     # sysfs is memory-backed: build the tree in tmpfs when there is one, so a disk filesystem's
@@ -125,7 +128,9 @@ def bench_collect(nics: int = 8, ticks: int = 200, sysfs_root: Path | None = Non
         try:
             collector.collect()  # warm-up: opens descriptors, lists counter files
             naive_tick(root)
-            for _ in range(ticks):
+            for i in range(ticks):
+                if progress is not None:
+                    progress.update(i, "ticks")
                 if tree is not None:
                     _churn(tree, root, names, rng)
                 t0 = time.process_time()

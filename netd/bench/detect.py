@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from netd.api.progress import Progress, add_progress_flag
 from netd.bench.detect_eval import score
 from netd.bench.detect_replay import TraceRun, run_trace
 from netd.config.detect import DetectConfig
@@ -64,6 +65,7 @@ def bench_detect(
     glitch_s: float = 300.0,
     fast_interval: float | None = None,
     sweep: Sequence[float] = (),
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     if fault_s < 60 or healthy_s < 0 or glitch_s < 0:
         raise BenchError("--duration must be at least 60 s, --healthy and --glitches at least 0 s")
@@ -76,12 +78,16 @@ def bench_detect(
     started, cpu_started = time.monotonic(), time.process_time()
     runs = [
         run_trace(
-            fault_trace(seed, fault_s, sim_ms_per_s=sim_ms_per_s), cfg, sim_ms_per_s=sim_ms_per_s, seed=seed
+            fault_trace(seed, fault_s, sim_ms_per_s=sim_ms_per_s),
+            cfg,
+            sim_ms_per_s=sim_ms_per_s,
+            seed=seed,
+            progress=progress,
         )
     ]
     if healthy_s > 0:
         healthy = healthy_trace(seed + 1, healthy_s, sim_ms_per_s=sim_ms_per_s)
-        runs.append(run_trace(healthy, cfg, sim_ms_per_s=sim_ms_per_s, seed=seed + 1))
+        runs.append(run_trace(healthy, cfg, sim_ms_per_s=sim_ms_per_s, seed=seed + 1, progress=progress))
     glitches = None
     if glitch_s > 0:
         glitches = run_trace(
@@ -89,6 +95,7 @@ def bench_detect(
             cfg,
             sim_ms_per_s=sim_ms_per_s,
             seed=seed + 2,
+            progress=progress,
         )
     host_hours = sum(r.hosts * r.trace.duration_s for r in runs) / 3600
     # Healthy-trace findings can match no label (hosts renumbered past the fault trace's): all false.
@@ -207,15 +214,18 @@ def _sweep_point(seed: int, fast: float, sim_ms_per_s: float) -> dict[str, Any]:
 
 def _cmd(args: argparse.Namespace, cfg: Config | None) -> int:
     sweep = tuple(float(x) for x in args.sweep.split(",")) if args.sweep else ()
-    doc = bench_detect(
-        seed=args.seed,
-        fault_s=args.duration,
-        healthy_s=args.healthy,
-        glitch_s=args.glitches,
-        sim_ms_per_s=args.sim_ms_per_s,
-        fast_interval=args.fast_interval,
-        sweep=sweep,
-    )
+    # progress on stderr (a terminal, or --progress); stdout stays one JSON document
+    with Progress("netd bench detect", force=args.progress) as progress:
+        doc = bench_detect(
+            seed=args.seed,
+            fault_s=args.duration,
+            healthy_s=args.healthy,
+            glitch_s=args.glitches,
+            sim_ms_per_s=args.sim_ms_per_s,
+            fast_interval=args.fast_interval,
+            sweep=sweep,
+            progress=progress,
+        )
     print(json.dumps(doc, indent=2))
     return 0
 
@@ -255,4 +265,5 @@ def register_bench(sub: Any) -> None:
         "--sweep", metavar="S,S,...", help="also measure PFC-storm latency and CPU at these fast intervals"
     )
     p.add_argument("--json", action="store_true", help="JSON output (the default; kept for scripts)")
+    add_progress_flag(p)
     p.set_defaults(handler=_cmd, needs_config=False)

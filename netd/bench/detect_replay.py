@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from netd.api.progress import Progress
 from netd.bench.detect_eval import Observed
 from netd.config.detect import DetectConfig
 from netd.config.service import CongestionConfig
@@ -60,6 +61,7 @@ def run_trace(
     seed: int,
     tick_s: float = 1.0,
     congestion: CongestionConfig | None = None,
+    progress: Progress | None = None,
 ) -> TraceRun:
     fast = cfg.fast_interval
     shm = Path("/dev/shm")
@@ -109,6 +111,10 @@ def run_trace(
         due = [d.fast_interval_s for d in detections]  # each host's next fast sample (its own cadence)
         try:
             for k in range(ticks):
+                if progress is not None:
+                    progress.update(
+                        note=f"{trace.name} trace, {k * tick_s:g}/{trace.duration_s:g} emulated s"
+                    )
                 tick_at = (k + 1) * tick_s
                 while True:
                     # the next event: a host's fast sample (the last slot before a tick is the tick's,

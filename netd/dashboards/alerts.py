@@ -12,10 +12,10 @@ silent on such a fabric.
 
 from __future__ import annotations
 
-from netd.dashboards.alerts_netd import RATE_VALUE, detection_alerts, netd_alerts, tuner_alerts
+from netd.dashboards.alerts_netd import COUNT_VALUE, RATE_VALUE, detection_alerts, netd_alerts, tuner_alerts
 from netd.dashboards.alerts_qos import qos_alerts
 from netd.dashboards.promql import increase, lossless, on_netdev, on_port, rate
-from netd.dashboards.recording import port_record
+from netd.dashboards.recording import WINDOW, port_record
 from netd.dashboards.rules import Alert, Group
 
 __all__ = ["ALERT_GROUPS", "alert_groups", "alerts"]
@@ -26,7 +26,8 @@ WHERE = (
     "{{ with $labels.tor }}, ToR {{ . }}{{ end }})"
 )
 PAUSE = port_record("netd_pfc_pause_fraction")
-TOR_PAUSE = "tor:netd_pfc_pause_fraction:avg1m"
+TOR_PAUSE = f"tor:netd_pfc_pause_fraction:avg{WINDOW}"
+MINUTES = int(WINDOW.removesuffix("m"))  # the recording window, for the descriptions
 SPREAD_THRESHOLD = 0.05
 STORM_ERRORS = increase("netd_pause_storm_events_total", "5m", 'severity="error"')
 
@@ -67,7 +68,7 @@ def _pfc() -> tuple[Alert, ...]:
         "the NIC cannot drain what it receives and holds back every sender behind its switch port"
         "{{ else }}held by PFC pause on priority {{ $labels.priority }}: the switch keeps this port from "
         "sending because a queue downstream does not drain{{ end }}, "
-        "{{ $value | humanizePercentage }} of the last minute for over 2 minutes. "
+        f"{{{{ $value | humanizePercentage }}}} of the last {MINUTES} minutes, for over 2 minutes. "
         "A loaded port under DCQCN stays below a few percent.",
     )
     watchdog = Alert(
@@ -79,7 +80,7 @@ def _pfc() -> tuple[Alert, ...]:
         runbook="pfc-storm",
         summary=f"PFC storm: the NIC's pause-storm watchdog fired on {PORT}",
         description=f"{WHERE} reached the NIC's critical pause-storm watermark "
-        "{{ $value | humanize }} times in 5 minutes: it was sending PFC pause for so long that it stopped "
+        f"{COUNT_VALUE} times in 5 minutes: it was sending PFC pause for so long that it stopped "
         f"pausing, so its lossless priorities ({PFC_PRIORITIES}) now drop packets.",
     )
     return storm, watchdog
@@ -176,8 +177,8 @@ def _links() -> tuple[Alert, ...]:
         condition=">= 3",
         severity="warning",
         runbook="link-flapping",
-        summary=f"Link flapping: {PORT} went down {{{{ $value | humanize }}}} times in 15 minutes",
-        description=f"{WHERE} has lost its link {{{{ $value | humanize }}}} times in 15 minutes. Every "
+        summary=f"Link flapping: {PORT} went down {COUNT_VALUE} times in 15 minutes",
+        description=f"{WHERE} has lost its link {COUNT_VALUE} times in 15 minutes. Every "
         "flap stalls all RDMA connections on the port, on every priority: queue pairs retry, then time "
         "out, and the job's collectives stall with them.",
     )

@@ -9,10 +9,13 @@ from __future__ import annotations
 from netd.dashboards.promql import rate
 from netd.dashboards.rules import Alert
 
-__all__ = ["RATE_VALUE", "detection_alerts", "netd_alerts", "tuner_alerts"]
+__all__ = ["COUNT_VALUE", "RATE_VALUE", "detection_alerts", "netd_alerts", "tuner_alerts"]
 
 # small per-second rates read better as "0.5" than as humanize's "500m"
 RATE_VALUE = '{{ $value | printf "%.3g" }}'
+# a count of events from increase(): whole events, though increase() extrapolates to the range's ends
+# (a single event reads 1.04 when the scrapes do not line up with the range)
+COUNT_VALUE = '{{ $value | printf "%.0f" }}'
 HOST = "{{ $labels.instance }}"
 
 
@@ -153,7 +156,7 @@ def tuner_alerts() -> tuple[Alert, ...]:
         runbook="dcqcn-tuner",
         summary=f"DCQCN change failed on {HOST}",
         description=f"netd's applier failed to write or verify a DCQCN change set on {HOST} "
-        "({{ $value | humanize }} in 15 minutes). The journal rolls a partial change back; what failed is "
+        f"({COUNT_VALUE} in 15 minutes). The journal rolls a partial change back; what failed is "
         f"in GET /v1/tuning (last_outcome) on {HOST} and in netd's log.",
     )
     rolled_back = Alert(
@@ -164,7 +167,7 @@ def tuner_alerts() -> tuple[Alert, ...]:
         runbook="dcqcn-tuner",
         summary=f"DCQCN tuning rolled back on {HOST}",
         description=f"netd's DCQCN tuner on {HOST} decided or performed a rollback "
-        "({{ $value | humanize }} in 30 minutes): a change made congestion worse, or a change set was "
+        f"({COUNT_VALUE} in 30 minutes): a change made congestion worse, or a change set was "
         "interrupted by a crash. The parameters in force are on the port detail dashboard; the reasons in "
         f"GET /v1/tuning on {HOST}.",
     )

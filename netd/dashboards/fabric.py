@@ -15,7 +15,7 @@ from netd.dashboards.fabric_queries import (
     pause_share,
 )
 from netd.dashboards.grafana import Dashboard, Panel, Row, Target, Variable
-from netd.dashboards.promql import RATE, lossless, on_netdev, on_port, port_loss_events, rate
+from netd.dashboards.promql import RATE, lossless, on_netdev, on_port, per_minute, port_loss_events, rate
 
 __all__ = ["fabric_overview"]
 
@@ -218,19 +218,21 @@ def _fabric_wide() -> Row:
 
 
 def _links() -> Row:
-    flaps = f"sum by (tor) ({on_netdev(f'increase(netd_link_down_events_total{{{JOB}}}[{RATE}])')})"
+    flaps = f"sum by (tor) ({on_netdev(per_minute('netd_link_down_events_total', RATE, JOB))})"
     up = f"sum by (tor) ({on_port(f'netd_port_up{{{JOB}}}')})"
     return Row(
         "Links",
         (
             Panel(
-                "Link down events per ToR",
-                "Link losses at the PHY of the ToR's host ports, per interval. Bad: any, during a job (every "
+                "Link down events per ToR, per minute",
+                "Link losses at the PHY of the ToR's host ports, per minute (averaged over the rate "
+                "interval). "
+                "Bad: any, during a job (every "
                 "RDMA connection on the port stalls); repeated ones on the same ToR are a flapping optic or "
                 "cable (alert NetdLinkFlapping; the port is in the alert).",
                 "short",
                 (Target(flaps, legend="ToR {{tor}}"),),
-                thresholds=((1, "red"),),
+                thresholds=((0.001, "red"),),  # any event
             ),
             Panel(
                 "Host ports ACTIVE per ToR",
@@ -245,7 +247,7 @@ def _links() -> Row:
 
 def _dcqcn() -> Row:
     distinct = f'count by (name) (count_values by (name) ("value", netd_dcqcn_param{{{JOB}}}))'
-    actions = f"sum by (action) (increase(netd_tuner_actions_total{{{JOB}}}[{RATE}]))"
+    actions = f"sum by (action) ({per_minute('netd_tuner_actions_total', RATE, JOB)})"
     return Row(
         "DCQCN",
         (
@@ -261,7 +263,7 @@ def _dcqcn() -> Row:
                 height=10,
             ),
             Panel(
-                "Tuner decisions and applier results, fabric total per interval",
+                "Tuner decisions and applier results, fabric total per minute",
                 "hold / change / rollback decisions and applied / apply_failed / rolled_back / "
                 "crash_recovered "
                 "results over all hosts. Bad: apply_failed or rollbacks (alerts NetdTunerApplyFailed, "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from netd.dashboards.grafana import Dashboard, Panel, Row, Target, Variable
-from netd.dashboards.promql import RATE, rate
+from netd.dashboards.promql import RATE, per_minute, rate
 
 __all__ = ["netd_health"]
 
@@ -271,12 +271,12 @@ def _bpf() -> Row:
 
 
 def _tuner() -> Row:
-    actions = f"sum by (instance, action) (increase(netd_tuner_actions_total{{{SEL}}}[{RATE}]))"
+    actions = f"sum by (instance, action) ({per_minute('netd_tuner_actions_total', RATE, SEL)})"
     return Row(
         "DCQCN tuner",
         (
             Panel(
-                "Tuner decisions and applier results per interval",
+                "Tuner decisions and applier results per minute",
                 "hold / change / rollback: the tuner's decisions (one per tuning interval); applied, "
                 "apply_failed, rolled_back, crash_recovered: what the applier did to the NICs. Bad: any "
                 "apply_failed (alert NetdTunerApplyFailed); rollbacks (a change made things worse: alert "

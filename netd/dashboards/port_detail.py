@@ -15,7 +15,7 @@ from netd.dashboards.port_rows import (
     rate_targets,
     score_row,
 )
-from netd.dashboards.promql import RATE, increase, rate
+from netd.dashboards.promql import RATE, per_minute, rate
 
 __all__ = ["port_detail"]
 
@@ -114,7 +114,7 @@ def _pfc() -> Row:
     frames = rate("netd_pfc_pause_frames_total", RATE, NETDEV, PRIO)
     paused = rate("netd_pfc_pause_duration_seconds_total", RATE, NETDEV, PRIO)
     transitions = rate("netd_pfc_pause_transitions_total", RATE, NETDEV, PRIO)
-    storms = increase("netd_pause_storm_events_total", RATE, NETDEV)
+    storms = per_minute("netd_pause_storm_events_total", RATE, NETDEV)
     return Row(
         "PFC",
         (
@@ -145,14 +145,15 @@ def _pfc() -> Row:
                 (Target(transitions, legend=PRIO_LEGEND),),
             ),
             Panel(
-                "NIC pause-storm watchdog events",
-                "The NIC's own pause-storm watermarks, per interval. warning: pause sent past the minor "
+                "NIC pause-storm watchdog events per minute",
+                "The NIC's own pause-storm watermarks crossed, per minute. warning: pause sent past the "
+                "minor "
                 "watermark; error: past the critical one, and the NIC stopped pausing (its lossless "
                 "priorities "
                 "now drop). Bad: any error (alert NetdNicPauseStormWatchdog).",
                 "short",
                 (Target(storms, legend="{{netdev}} {{severity}}"),),
-                thresholds=((1, "red"),),
+                thresholds=((0.001, "red"),),  # any event
             ),
             Panel(
                 "Global (802.3x) pause: time paused per direction",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from netd.dashboards.grafana import Panel, Row, Target
 from netd.dashboards.port_rows import NETDEV, PORT, PORT_LEGEND, PRIO, PRIO_LEGEND, rate_targets
-from netd.dashboards.promql import LOSS_COUNTERS, RATE, increase, lossless, rate
+from netd.dashboards.promql import LOSS_COUNTERS, RATE, lossless, per_minute, rate
 
 __all__ = ["loss_row", "state_row"]
 
@@ -105,11 +105,11 @@ def state_row() -> Row:
                 width=8,
             ),
             Panel(
-                "Link down events per interval",
-                "PHY link losses per interval. Bad: any during a job.",
+                "Link down events per minute",
+                "PHY link losses per minute (averaged over the rate interval). Bad: any during a job.",
                 "short",
-                (Target(increase("netd_link_down_events_total", RATE, NETDEV), legend="{{netdev}}"),),
-                thresholds=((1, "red"),),
+                (Target(per_minute("netd_link_down_events_total", RATE, NETDEV), legend="{{netdev}}"),),
+                thresholds=((0.001, "red"),),  # any event
                 width=8,
             ),
             Panel(

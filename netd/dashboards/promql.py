@@ -23,6 +23,7 @@ __all__ = [
     "matchers",
     "on_netdev",
     "on_port",
+    "per_minute",
     "port_loss_events",
     "rate",
 ]
@@ -54,6 +55,14 @@ def rate(metric: str, window: str, *sel: str) -> str:
 
 def increase(metric: str, window: str, *sel: str) -> str:
     return f"increase({metric}{matchers(*sel)}[{window}])"
+
+
+def per_minute(metric: str, window: str, *sel: str) -> str:
+    """Events per minute, averaged over ``window``: what a panel of rare events (link flaps, tuner
+    actions) shows. Not ``increase(...[$__rate_interval])`` per point: consecutive points' ranges
+    overlap, so one event would be counted at several points and a sum over the graph over-counts.
+    """
+    return f"60 * {rate(metric, window, *sel)}"
 
 
 def on_port(expr: str, labels: tuple[str, ...] = ("host", "netdev", *TOPOLOGY)) -> str:

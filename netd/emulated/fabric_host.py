@@ -108,6 +108,7 @@ class EmulatedFabric:
         seed: int = 0,
         sim_ms_per_tick: float = 50.0,
         workload: PhaseSource | None = None,
+        hiccup_period_s: float = 15.0,
     ) -> None:
         self.state_dir = state_dir
         self.sim_ms_per_tick = sim_ms_per_tick
@@ -127,8 +128,16 @@ class EmulatedFabric:
             workload=workload,
         )
         # Called on every slice before rendering (netd.emulated.faults injects labelled faults); the
-        # elapsed wall time of the emulation (the sum of ``wall_s``) is its clock.
+        # elapsed wall time of the emulation (the sum of ``wall_s``) is its clock. By default, brief
+        # receiver stalls every hiccup_period_s (0: none) so that PFC shows in the first minute.
         self.hook: FabricHook | None = None
+        if hiccup_period_s > 0:
+            # imported here: hiccups builds on the fault layer, which builds on this module
+            from netd.emulated.hiccups import ReceiverHiccups
+
+            self.hook = ReceiverHiccups(
+                self.n_hosts, ports_per_host, period_s=hiccup_period_s, link_gbps=link_gbps
+            )
         self.elapsed_s = 0.0
         self._names = mlx5_ethtool_names((LOSSLESS_PRIORITY,))
         self._trees: list[SysfsTree] = []

@@ -8,7 +8,11 @@ Where the signals come from, in order (as for `netd status`):
    (``POST /v1/tuning/apply`` with the API token).
 3. RDMA devices under /sys: observe them directly.
 4. Nothing at all: run the emulated fabric in a temporary directory for a few simulated seconds and
-   tune its host 0 (a demonstration; there is nothing to apply to).
+   tune its host 0 (a demonstration; there is nothing to apply to). One line on stderr says so, and a
+   progress line follows its phases on a terminal (or with ``--progress``).
+
+A daemon that answers but cannot serve a recommendation (tuning off, not ready) is reported in one
+line; netd tune then does not silently build a fabric of its own instead.
 
 ``--apply``, ``--rollback`` and ``--recover`` write through the journaled applier (docs/tuning.md);
 dry-run, the default, changes nothing. Exit status: 0 when every file is as intended; 1 when a change
@@ -33,6 +37,7 @@ from cc.tune.recommendation import Recommendation
 from cc.tune.tuner import Tuner
 from netd.api.auth import load_token
 from netd.api.client import daemon_get, daemon_post
+from netd.api.progress import Progress, add_progress_flag
 from netd.config.settings import Config
 from netd.errors import DaemonUnreachable, NetdError, TuningError
 from netd.series.tracker import SeriesTracker
@@ -88,6 +93,7 @@ def register(sub: Any, common_options: Callable[..., None]) -> None:
         help="how long to observe the counters when reading a tree directly (default 5)",
     )
     p.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+    add_progress_flag(p)
     p.set_defaults(handler=_cmd_tune)
 
 
@@ -108,14 +114,15 @@ def _cmd_tune(args: argparse.Namespace, cfg: Config) -> int:
         if recovered is not None or args.recover:  # closing an open change set is the rollback
             return _report_outcome(args, recovered, "recover")
         return _report_outcome(args, applier.rollback(source="cli"), "rollback")
+    absent = None
     if args.sysfs_root is None:
         try:
             return _via_daemon(args, cfg)
-        except DaemonUnreachable:
-            pass
+        except DaemonUnreachable as exc:  # nothing listens: only then look elsewhere
+            absent = exc
     if args.sysfs_root is not None or list_dir(cfg.sysfs_root / "class" / "infiniband"):
         return _local(args, cfg, cfg.sysfs_root, sleep=True)
-    return _emulated(args, cfg)
+    return _emulated(args, cfg, absent)
 
 
 # -- observing a tree directly --------------------------------------------------------------------
@@ -141,13 +148,16 @@ def _local(
     root: Path,
     sleep: bool,
     advance: Callable[[], object] | None = None,
+    progress: Progress | None = None,
 ) -> int:
     applier, notes, _ = _local_applier(cfg, root)
     collector = Sampler.from_config(cfg, root, emulated=advance is not None)
     tracker, window = SeriesTracker(), SignalWindow(ticks=10_000)
+    ticks = max(2, int(args.seconds) + 1)
+    progress = progress or Progress("netd tune", force=args.progress)
     try:
-        ticks = max(2, int(args.seconds) + 1)
         for i in range(ticks):
+            progress.update(note=f"observing counters, second {i}/{ticks - 1}", force=True)
             if advance is not None:
                 advance()
             elif i and sleep:
@@ -162,7 +172,9 @@ def _local(
     signals = window.value()
     if signals is None:
         raise NetdError(f"no RDMA port under {root} reported traffic counters; nothing to tune from")
+    progress.update(note="simulating the candidate parameter sets", force=True)
     rec = Tuner(safety_bounds(cfg)).observe(signals, params_in_force(next(iter(values.values())), cfg))
+    progress.close()
     outcome = None
     if args.apply and rec.nic_changes:
         target = {c.name: int(c.proposed) for c in rec.nic_changes}
@@ -173,7 +185,7 @@ def _local(
     return exit_status(None if outcome is None else outcome.state)
 
 
-def _emulated(args: argparse.Namespace, cfg: Config) -> int:
+def _emulated(args: argparse.Namespace, cfg: Config, absent: DaemonUnreachable | None) -> int:
     from netd.emulated.fabric_host import EmulatedFabric
 
     if args.apply:
@@ -183,10 +195,14 @@ def _emulated(args: argparse.Namespace, cfg: Config) -> int:
             "--sysfs-root <its state dir>/host0`"
         )
     e = cfg.emulator
+    # the one line that says why no daemon and no NIC were used; on stderr: stdout may be --json
     print(
-        f"netd: no RDMA devices and no daemon; observing a temporary emulated fabric for {args.seconds:g} "
-        "simulated seconds (host 0)"
+        f"netd: {absent or 'no daemon'} and no RDMA devices under {cfg.sysfs_root}; tuning a temporary "
+        f"emulated fabric observed for {args.seconds:g} simulated seconds (host 0)",
+        file=sys.stderr,
     )
+    progress = Progress("netd tune", force=args.progress)
+    progress.update(note="building a temporary emulated fabric", force=True)
     with tempfile.TemporaryDirectory(prefix="netd-tune-") as tmp:
         fabric = EmulatedFabric(
             Path(tmp) / "emulated",
@@ -206,20 +222,30 @@ def _emulated(args: argparse.Namespace, cfg: Config) -> int:
                 }
             )
             return _local(
-                args, tmp_cfg, fabric.host_root(0), sleep=False, advance=lambda: fabric.advance(1.0)
+                args,
+                tmp_cfg,
+                fabric.host_root(0),
+                sleep=False,
+                advance=lambda: fabric.advance(1.0),
+                progress=progress,
             )
         finally:
+            progress.close()
             fabric.close()
 
 
 # -- asking the daemon ----------------------------------------------------------------------------
 def _via_daemon(args: argparse.Namespace, cfg: Config) -> int:
+    # a daemon that answers with an error is reported (one line, exit 2), not taken for an absent one
     response = daemon_get(
         cfg.listen,
         "/v1/tuning",
         timeout_s=3.0,
-        status_hints={404: "the daemon runs without DCQCN tuning"},
-        status_error=DaemonUnreachable,
+        status_hints={
+            404: 'the daemon runs without DCQCN tuning ([tuning] mode = "off"); turn it on, or observe a '
+            "tree with --sysfs-root",
+            503: "the daemon is starting; try again in a few seconds",
+        },
     )
     doc = response.json()
     if args.apply:

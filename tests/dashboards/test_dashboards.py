@@ -138,7 +138,7 @@ def test_metric_names_of_a_query():
     }
     assert metric_names('label_values(netd_port_info{instance="$instance"}, device)') == {"netd_port_info"}
     assert metric_names("count(up == 0) or vector(0)") == {"up"}
-    assert metric_names("tor:netd_x:avg1m > 0.1") == {"tor:netd_x:avg1m"}
+    assert metric_names("tor:netd_x:avg4m > 0.1") == {"tor:netd_x:avg4m"}
     assert name_patterns('rate({__name__=~"netd_(a|b)_total"}[1m])') == ["netd_(a|b)_total"]
 
 

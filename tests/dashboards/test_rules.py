@@ -15,7 +15,9 @@ import yaml
 
 from netd.dashboards import ALERT_RULES_FILE, RECORDING_RULES_FILE
 from netd.dashboards.alerts import alerts
-from netd.dashboards.recording import recording_rules
+from netd.dashboards.bench import promtool_verdict
+from netd.dashboards.recording import PORT_SIGNALS, WINDOW, recording_rules
+from netd.dashboards.resample import expand, resample
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "dashboards"
@@ -150,3 +152,55 @@ def test_every_all_variable_has_one_regex_for_all():
         for var in json.loads(path.read_text())["templating"]["list"]:
             if var.get("includeAll"):
                 assert var.get("allValue") == ".*", (path.name, var["name"])
+
+
+@pytest.mark.slow
+def test_promtool_unit_tests_pass_with_a_60s_scrape_interval(promtool, tmp_path):
+    """Prometheus' default scrape interval: every recording rule still has its value and every alert
+    still fires on its incident and stays silent on the healthy fabric."""
+    v = promtool_verdict(TESTS, "60s", WINDOW, tmp_path, promtool)
+    assert v.ok, v.output
+    assert v.output.count("SUCCESS") == len(TESTS)
+
+
+@pytest.mark.slow
+def test_a_1m_window_fails_the_60s_tests(promtool, tmp_path):
+    """The 60 s check can fail: the same rules with 1-minute ranges lose their values and the four
+    alerts the issue named never fire, as on a real Prometheus scraping every 60 s."""
+    v = promtool_verdict(TESTS, "60s", "1m", tmp_path, promtool)
+    assert not v.ok
+    assert {
+        "NetdPfcStorm",
+        "NetdCongestionSpreading",
+        "NetdTorCongestionSustained",
+        "NetdRoceLoss",
+    } <= v.failed_alerts
+    assert {f"port:{s.name}:rate{WINDOW}" for s in PORT_SIGNALS} <= v.failed_records
+
+
+def test_resampling_keeps_each_series_on_its_timeline():
+    assert expand("0+15x3 _x2 7 1x1") == [0, 15, 30, 45, None, None, 7, 1, 1]
+    doc = {
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": [{"series": "a", "values": "0+15x8"}, {"series": "b", "values": "0x3 1x4"}],
+                "alert_rule_test": [{"eval_time": "2m", "alertname": "X"}],
+            }
+        ],
+    }
+    g = resample(doc, "60s")["tests"][0]
+    assert g["interval"] == "60s" and resample(doc, "60s")["evaluation_interval"] == "15s"
+    assert [s["values"] for s in g["input_series"]] == ["0 60 120", "0 1 1"]
+    assert g["alert_rule_test"][0]["eval_time"] == "150s"  # half a scrape interval past the sample at 2m
+    with pytest.raises(ValueError):
+        resample(doc, "20s")
+
+
+def test_no_panel_counts_events_over_overlapping_ranges():
+    """increase(...[$__rate_interval]) per point counts one event at several points: panels show rates."""
+    for path in RULES.glob("*.json"):
+        text = path.read_text()
+        assert not re.search(r"increase\(\w+(\{[^}]*\})?\[\$__rate_interval\]", text), path.name
+        assert "per interval" not in text, path.name
