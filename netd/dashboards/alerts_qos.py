@@ -38,7 +38,8 @@ def qos_alerts() -> tuple[Alert, ...]:
         runbook="qos-drift",
         summary=f"QoS contradiction on {HOST}: {{{{ $labels.kind }}}}",
         description=f"{HOST} has {{{{ $value }}}} QoS contradiction(s) of kind {{{{ $labels.kind }}}} for 15 "
-        f"minutes (PFC on a priority without ECN/DCQCN, or RoCE traffic on a priority without PFC). "
+        f"minutes (PFC on a priority without ECN/DCQCN, RoCE traffic on a priority without PFC, or an MTU "
+        f"larger than the maximum frame size its LLDP neighbour reports). "
         f"`netd qos` on {HOST} shows each with its fix.",
     )
     return drift, local
