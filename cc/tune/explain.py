@@ -108,7 +108,7 @@ def guard_relaxed(
     )
 
 
-def guard_return(reading: Reading) -> str:
+def guard_return(reading: Reading, ban: int) -> str:
     """Why the tuner moves back to the last point that passed the collective guard."""
     if not reading.can_tell:
         seen = (
@@ -122,5 +122,5 @@ def guard_return(reading: Reading) -> str:
         )
     return (
         f"guard restored: {seen}; moving back to the last parameters that passed the collective guard, "
-        "which had given way while no collective ran"
+        f"which had given way while no collective ran; it stays on for the next {ban} decisions"
     )

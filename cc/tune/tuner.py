@@ -94,6 +94,9 @@ class Tuner:
         # return to; kept until a guarded decision moves to the same point, so a recommendation
         # applied late (dry run, apply interval) is still covered
         self._relaxed: dict[DcqcnParams, DcqcnParams] = {}
+        # after a way back, the guard stays on for ``ban`` decisions: marking earlier raises the CNPs
+        # per packet the classification reads, so relaxing again at once would flap
+        self._guarded_until = 0
         self._cache: dict[tuple[object, ...], dict[str, list[TwinResult]]] = {}
         self.simulations = 0  # twin evaluations run (the expensive part), for benchmarks
         self.simulation_cpu_s = 0.0
@@ -160,9 +163,10 @@ class Tuner:
             )
         results = self._evaluate(signals, current, [p for _, p in options])
         weights = self._readings[-1].weights()
-        relaxed = (
-            frozenset({"collective"}) if guard.relaxable(self._readings, self.policy.watch) else frozenset()
+        may_relax = self._decisions > self._guarded_until and guard.relaxable(
+            self._readings, self.policy.watch
         )
+        relaxed = frozenset({"collective"}) if may_relax else frozenset()
         base = {name: r[0] for name, r in results.items()}
         best: tuple[float, int] | None = None
         for i, _ in enumerate(options):
@@ -222,7 +226,8 @@ class Tuner:
         if anchor is None or reading.no_collective:
             return None
         self._pending, self._last_moves = None, ()
-        reasons = (explain.trigger(signals), explain.guard_return(reading))
+        self._guarded_until = self._decisions + self.policy.ban
+        reasons = (explain.trigger(signals), explain.guard_return(reading, self.policy.ban))
         return Recommendation("change", anchor, in_force, explain.changes(in_force, anchor), reasons, signals)
 
     def _evaluate(

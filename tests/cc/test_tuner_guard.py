@@ -172,3 +172,11 @@ def test_the_explanations_say_why_the_guard_gave_way_and_why_it_came_back() -> N
         "cannot tell whether collective traffic runs (12 packets in the interval, fewer than the 2,000"
         in text
     )
+
+
+def test_after_a_way_back_the_guard_stays_on_for_ban_decisions() -> None:
+    t = Tuner(ECN_ONLY, TunerPolicy(watch=2, ban=4), evaluator=synthetic)
+    relaxed = relaxed_change(t)
+    assert "stays on for the next 4 decisions" in t.observe(SOME, relaxed).reasons[-1]
+    actions = [t.observe(NONE, RUNG1).params.kmin_bytes for _ in range(5)]
+    assert actions == [400_000] * 4 + [200_000]  # decisions 5-8 guarded, the 9th relaxes again
