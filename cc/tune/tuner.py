@@ -12,9 +12,12 @@ actually in force, and decides:
    is simulated, in one batch with the current point, on the model situations of :mod:`cc.tune.twins`.
    The signals weight the situations (CNPs per packet sent tell throughput-bound collectives from
    bursty traffic); the score is the weighted tail FCT slowdown relative to the current point. A
-   candidate is admissible only if no situation gets worse by more than ``tolerance`` in slowdown or
-   utilisation, nor pauses more. The best admissible candidate is recommended if it improves the
-   score by at least ``margin`` (``reverse_margin`` if it undoes the last change: hysteresis).
+   candidate is admissible only if no guarding situation gets worse by more than ``tolerance`` in
+   slowdown or utilisation, nor pauses more; the collective situation gives way only while the
+   signals positively show no collective (:mod:`cc.tune.guard`), and a point admitted that way is left
+   for the last one that passed it at the first interval that shows one. The best admissible candidate
+   is recommended if it improves the score by at least ``margin`` (``reverse_margin`` if it undoes the
+   last change: hysteresis).
 
 Search results are cached per (parameters in force, link speed, load bucket), so a tuner that holds
 pays for a simulation once.
