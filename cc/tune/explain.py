@@ -5,11 +5,21 @@ from __future__ import annotations
 import math
 
 from cc.model import DcqcnParams, HostSignals
+from cc.tune.guard import COLLECTIVE_FROM, MIN_CNPS_AT_THRESHOLD, Reading
 from cc.tune.recommendation import Change
 from cc.tune.space import KNOBS, Move, knob
 from cc.tune.twins import TwinResult
 
-__all__ = ["changes", "move_names", "predicted", "ratio", "situation", "trigger"]
+__all__ = [
+    "changes",
+    "guard_relaxed",
+    "guard_return",
+    "move_names",
+    "predicted",
+    "ratio",
+    "situation",
+    "trigger",
+]
 
 
 def ratio(new: float, old: float) -> float:
@@ -69,3 +79,48 @@ def predicted(results: dict[str, list[TwinResult]] | None, i: int | None) -> dic
             "pause_fraction_proposed": c.pause_fraction,
         }
     return out
+
+
+def guard_relaxed(
+    window: list[Reading],
+    results: dict[str, list[TwinResult]],
+    i: int,
+    given_way: list[str],
+    anchor: DcqcnParams,
+    proposed: DcqcnParams,
+) -> str:
+    """Why a change that fails a twin's guard is made anyway, and what undoes it."""
+    worst = max(r.density for r in window)
+    fewest = min(r.packets for r in window)
+    figures = "; ".join(
+        f"'{name}' tail FCT slowdown {b.objective:.1f} -> {c.objective:.1f}, "
+        f"utilisation {b.utilization:.0%} -> {c.utilization:.0%}"
+        for name in given_way
+        for b, c in ((results[name][0], results[name][i + 1]),)
+    )
+    back = ", ".join(f"{c.name} {c.proposed:g}" for c in changes(proposed, anchor))
+    return (
+        f"guard relaxed: the last {len(window)} intervals show no collective traffic (at most "
+        f"{worst:.2%} of packets sent drew a CNP, below the {COLLECTIVE_FROM:.1%} where collectives "
+        f"count, on at least {fewest:,.0f} packets an interval), so the model of a collective ({figures}) "
+        f"does not block this change; at the first interval that shows collective traffic, or cannot "
+        f"tell, the tuner moves back to the last parameters that passed that guard ({back})"
+    )
+
+
+def guard_return(reading: Reading, ban: int) -> str:
+    """Why the tuner moves back to the last point that passed the collective guard."""
+    if not reading.can_tell:
+        seen = (
+            f"the signals cannot tell whether collective traffic runs ({reading.packets:,.0f} packets in "
+            f"the interval, fewer than the {MIN_CNPS_AT_THRESHOLD / COLLECTIVE_FROM:,.0f} needed)"
+        )
+    else:
+        seen = (
+            f"collective traffic shows again ({reading.density:.2%} of packets sent drew a CNP: "
+            f"collective weight {reading.collective:.0%})"
+        )
+    return (
+        f"guard restored: {seen}; moving back to the last parameters that passed the collective guard, "
+        f"which had given way while no collective ran; it stays on for the next {ban} decisions"
+    )

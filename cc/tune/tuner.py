@@ -12,9 +12,12 @@ actually in force, and decides:
    is simulated, in one batch with the current point, on the model situations of :mod:`cc.tune.twins`.
    The signals weight the situations (CNPs per packet sent tell throughput-bound collectives from
    bursty traffic); the score is the weighted tail FCT slowdown relative to the current point. A
-   candidate is admissible only if no situation gets worse by more than ``tolerance`` in slowdown or
-   utilisation, nor pauses more. The best admissible candidate is recommended if it improves the
-   score by at least ``margin`` (``reverse_margin`` if it undoes the last change: hysteresis).
+   candidate is admissible only if no guarding situation gets worse by more than ``tolerance`` in
+   slowdown or utilisation, nor pauses more; the collective situation gives way only while the
+   signals positively show no collective (:mod:`cc.tune.guard`), and a point admitted that way is left
+   for the last one that passed it at the first interval that shows one. The best admissible candidate
+   is recommended if it improves the score by at least ``margin`` (``reverse_margin`` if it undoes the
+   last change: hysteresis).
 
 Search results are cached per (parameters in force, link speed, load bucket), so a tuner that holds
 pays for a simulation once.
@@ -22,6 +25,7 @@ pays for a simulation once.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cc.model import DcqcnParams, HostSignals
-from cc.tune import explain
+from cc.tune import explain, guard
 from cc.tune.recommendation import Recommendation
 from cc.tune.rules import proposals
 from cc.tune.space import Move, SafetyBounds, apply_moves
@@ -88,12 +92,25 @@ class Tuner:
         self._last_moves: tuple[Move, ...] = ()
         self._banned: dict[Move, int] = {}
         self._decisions = 0
+        self._readings: deque[guard.Reading] = deque(maxlen=self.policy.watch)
+        # points admitted while the collective guard had given way -> the point that passed it, to
+        # return to; kept until a guarded decision moves to the same point, so a recommendation
+        # applied late (dry run, apply interval) is still covered
+        self._relaxed: dict[DcqcnParams, DcqcnParams] = {}
+        # after a way back, the guard stays on for ``ban`` decisions: marking earlier raises the CNPs
+        # per packet the classification reads, so relaxing again at once would flap
+        self._guarded_until = 0
         self._cache: dict[tuple[object, ...], dict[str, list[TwinResult]]] = {}
         self.simulations = 0  # twin evaluations run (the expensive part), for benchmarks
         self.simulation_cpu_s = 0.0
 
     def observe(self, signals: HostSignals, in_force: DcqcnParams) -> Recommendation:
         self._decisions += 1
+        reading = guard.read(signals)
+        self._readings.append(reading)
+        back = self._guard_return(signals, in_force, reading)
+        if back is not None:
+            return back
         pending = self._pending
         if pending is not None and in_force == pending.new:
             pending.after.append(signals)
@@ -148,12 +165,16 @@ class Tuner:
                 current, signals, "no move addresses these signals within the safety bounds and bans"
             )
         results = self._evaluate(signals, current, [p for _, p in options])
-        weights = self._weights(signals)
+        weights = self._readings[-1].weights()
+        may_relax = self._decisions > self._guarded_until and guard.relaxable(
+            self._readings, self.policy.watch
+        )
+        relaxed = frozenset({"collective"}) if may_relax else frozenset()
         base = {name: r[0] for name, r in results.items()}
         best: tuple[float, int] | None = None
         for i, _ in enumerate(options):
             cand = {name: r[i + 1] for name, r in results.items()}
-            if not self._admissible(base, cand):
+            if not guard.admissible(base, cand, self.policy.tolerance, relaxed):
                 continue
             score = sum(w * explain.ratio(cand[n].objective, base[n].objective) for n, w in weights.items())
             if best is None or score < best[0]:
@@ -185,7 +206,32 @@ class Tuner:
                 i,
             )
         self._pending = _Pending(current, params, chosen_moves, list(self._recent), [])
-        return self._change(current, params, signals, results, weights, i, score, why[i])
+        rec = self._change(current, params, signals, results, weights, i, score, why[i])
+        given_way = guard.failing(base, {n: r[i + 1] for n, r in results.items()}, self.policy.tolerance)
+        anchor = self._relaxed.get(current)
+        if not given_way:  # passes every guard from here: covered as well as ``current`` is
+            if anchor is None:
+                self._relaxed.pop(params, None)
+            else:
+                self._relaxed[params] = anchor
+            return rec
+        self._relaxed[params] = anchor = current if anchor is None else anchor
+        text = explain.guard_relaxed(list(self._readings), results, i, given_way, anchor, params)
+        return dataclasses.replace(rec, reasons=(*rec.reasons, text))
+
+    # -- the collective guard -------------------------------------------------------------------
+    def _guard_return(
+        self, signals: HostSignals, in_force: DcqcnParams, reading: guard.Reading
+    ) -> Recommendation | None:
+        """Back to the last point that passed the collective guard, the first interval a collective
+        shows (or the signals cannot tell) while a point admitted without that guard is in force."""
+        anchor = self._relaxed.get(in_force)
+        if anchor is None or reading.no_collective:
+            return None
+        self._pending, self._last_moves = None, ()
+        self._guarded_until = self._decisions + self.policy.ban
+        reasons = (explain.trigger(signals), explain.guard_return(reading, self.policy.ban))
+        return Recommendation("change", anchor, in_force, explain.changes(in_force, anchor), reasons, signals)
 
     def _evaluate(
         self, signals: HostSignals, current: DcqcnParams, candidates: list[DcqcnParams]
@@ -206,25 +252,6 @@ class Tuner:
                 self._cache.clear()
             self._cache[key] = cached
         return cached
-
-    @staticmethod
-    def _weights(signals: HostSignals) -> dict[str, float]:
-        """How much each model situation looks like what the host sees: CNPs per packet sent is
-        ~0.3 % under bursts over mostly-uncongested traffic and several % when every flow is
-        throttled (a throughput-bound collective)."""
-        packets = max(signals.utilization * signals.link_gbps * 1e9 / 8 / 4096, 1.0)
-        density = signals.cnp_handled_per_s / packets
-        collective = float(np.clip((density - 0.005) / 0.02, 0.0, 1.0))
-        return {"incast": 1.0 - collective, "collective": collective}
-
-    def _admissible(self, base: dict[str, TwinResult], cand: dict[str, TwinResult]) -> bool:
-        tol = self.policy.tolerance
-        return all(
-            c.objective <= b.objective * (1 + tol)
-            and c.utilization >= b.utilization * (1 - tol)
-            and c.pause_fraction <= b.pause_fraction + 1e-4
-            for b, c in ((base[n], cand[n]) for n in base)
-        )
 
     # -- regression -----------------------------------------------------------------------------
     def _regression(self, before: list[HostSignals], after: list[HostSignals]) -> str | None:

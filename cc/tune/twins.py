@@ -39,10 +39,19 @@ from cc.sim import (
     single_bottleneck,
 )
 
-__all__ = ["TWIN_DT_US", "Twin", "TwinResult", "evaluate", "evaluate_replicated", "twins"]
+__all__ = ["STEP_US", "TWIN_DT_US", "Twin", "TwinResult", "evaluate", "evaluate_replicated", "twins"]
+
+STEP_US = 1.0
+"""The twins' step: no longer than their links' 1 µs delay. A hop costs at least one step, so a 4 µs
+step made every hop 4 µs: the round trip grew from 4 to 16 µs and the bandwidth-delay product at
+200G from 100 to 400 KB, above Kmin's lower rungs. Marking at 200 KB then starved the incast twin's
+link after every cut (utilisation 0.87 -> 0.80 against 0.86 -> 0.94 at 1 µs) and slowed the
+collective twin by 11 % (2.4 % at 1 µs): the guards refused a rung that the benchmark's own 1 µs
+runs show costs no utilisation (docs/benchmarks.md, issue 20, second round). It costs ~4x the CPU."""
 
 TWIN_DT_US = 4.0
-"""The twins' step: coarser than the benchmark's 1 µs, so a decision costs well under a second."""
+"""The step at which ``cc.bench`` measures the batched simulator's speed: the twins' step until
+issue 20's second round, kept so that figure stays comparable across rounds."""
 
 SHORT_FLOWS = SizeDistribution(
     "web-search below 200 KB",
@@ -81,7 +90,7 @@ def twins(link_gbps: float, load: float, seed: int = 7) -> tuple[Twin, ...]:
     """The two situations at ``link_gbps``, short-flow background at ``load`` (clipped to 5-40 %)."""
     rng = np.random.default_rng(seed)
     scale = link_gbps / 200.0
-    config = SimConfig(dt_us=TWIN_DT_US, seed=seed)
+    config = SimConfig(dt_us=STEP_US, seed=seed)
     warmup, measure = 1_000.0, 3_000.0
     end = warmup + measure
 

@@ -2,7 +2,8 @@
 
 The synthetic model: the incast situation's tail slowdown falls as Kmin and the increase timer fall,
 until Kmin goes below 200 KB where utilisation collapses; the collective situation gets worse below
-Kmin 400 KB. So the best admissible point is known, and every rule can be checked against it.
+Kmin 400 KB (a guard while collective traffic runs). So the best admissible point is known, and every
+rule can be checked against it. The collective guard's own rules are in test_tuner_guard.py.
 """
 
 from __future__ import annotations
@@ -79,14 +80,28 @@ def test_a_change_moves_at_most_two_knobs_one_rung_each_and_is_explained() -> No
     assert rec.switch_changes and rec.changes[0].effect
 
 
-def test_following_the_recommendations_reaches_the_best_admissible_point_and_stops() -> None:
+# CNPs handled per second at which 0.7 % of the packets BUSY carries (4096 B each) drew a CNP: the
+# collective twin counts from 0.5 % and has all the weight at 2.5 % (0.1 here); BUSY has 0.22 %.
+COLLECTIVE = dataclasses.replace(BUSY, cnp_handled_per_s=0.007 * 0.3 * 200e9 / 8 / 4096)
+
+
+@pytest.mark.parametrize(
+    ("signals", "kmin"),
+    [
+        (COLLECTIVE, 400_000),  # a collective runs: its twin's guard stops marking at 400 KB
+        (BUSY, 200_000),  # none runs: the guard gives way, the incast twin's utilisation stops it at 200 KB
+    ],
+)
+def test_following_the_recommendations_reaches_the_best_admissible_point_and_stops(
+    signals: HostSignals, kmin: int
+) -> None:
     t = tuner(watch=1)
     params, seen = DcqcnParams(), []
     for _ in range(30):
-        rec = t.observe(BUSY, params)
+        rec = t.observe(signals, params)
         seen.append(rec.action)
         params = rec.params
-    assert params.kmin_bytes == 400_000  # below that the collective situation suffers
+    assert params.kmin_bytes == kmin
     assert params.rp_time_reset == 20  # the bottom of the timer's ladder
     assert seen[-3:] == ["hold"] * 3  # no oscillation once there
 
