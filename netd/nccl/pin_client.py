@@ -77,6 +77,7 @@ class RemotePins:
         self._http = PinHttp(self.base_url, token, _tls())
         self._open: dict[tuple[PinKey, int], _Batch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._b64: tuple[bytes, str] | None = None
 
     async def join(
         self, key: PinKey, member: int, table: bytes | None, *, digest: int = 0, budget_s: float | None = None
@@ -123,13 +124,14 @@ class RemotePins:
         where = f"pin service {self.base_url}"
         if budget_s <= 0:
             return PinVerdict.neutral(f"no time left to ask the {where}: not registered")
-        body = PinRequestBody(
+        offer = None if batch.offer is None or batch.digest else self._encoded(batch.offer)
+        body = PinRequestBody.model_construct(  # our own values: nothing to validate
             comm_id=f"{key.comm_id:016x}",
             n_ranks=key.n_ranks,
             n_nodes=key.n_nodes,
             members=[f"{m:016x}" for m in batch.members],
             host=self.host,
-            table=None if batch.offer is None or batch.digest else base64.b64encode(batch.offer).decode(),
+            table=offer,
             static_digest=f"{batch.digest:x}",
             budget_ms=int(budget_s * 1000),
         )
@@ -149,9 +151,17 @@ class RemotePins:
             answer = PinResponseBody.model_validate_json(sent.body)
             if int(answer.comm_id, 16) != key.comm_id:
                 raise ValueError(f"verdict for comm {answer.comm_id}")
-            return verdict_from_body(answer)
+            # the verdict's table is most often the one this host offered: no second decoding
+            known = (offer, batch.offer) if offer is not None and batch.offer is not None else None
+            return verdict_from_body(answer, known)
         except (ValidationError, ValueError) as exc:
             return PinVerdict.unknown(f"{where} sent a malformed verdict ({type(exc).__name__})")
+
+    def _encoded(self, table: bytes) -> str:
+        """base64 of the daemon's table, once per table (it changes per tick, pins come by the rank)."""
+        if self._b64 is None or self._b64[0] != table:
+            self._b64 = (table, base64.b64encode(table).decode())
+        return self._b64[1]
 
     async def connect(self) -> bool:
         """Open a connection to the pin service ahead of the first communicator."""

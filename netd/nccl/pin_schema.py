@@ -80,8 +80,14 @@ def response_body(key: PinKey, verdict: PinVerdict) -> PinResponseBody:
     )
 
 
-def verdict_from_body(body: PinResponseBody) -> PinVerdict:
-    table = None if body.table is None else base64.b64decode(body.table, validate=True)
+def verdict_from_body(body: PinResponseBody, known: tuple[str, bytes] | None = None) -> PinVerdict:
+    """``known``: a (base64, bytes) pair the caller already has, used when the table is that one."""
+    if body.table is None:
+        table = None
+    elif known is not None and body.table == known[0]:
+        table = known[1]
+    else:
+        table = base64.b64decode(body.table, validate=True)
     status = PinStatus[body.status.upper()]
     if status is PinStatus.FAIL:  # an older pin service: no verdict this rank can share
         return PinVerdict.neutral(f"pin service: {body.reason}")
