@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from netd.nccl.pin_http import PinHttp
-from netd.nccl.pin_schema import PinRequestBody, PinResponseBody, verdict_from_body
+from netd.nccl.pin_schema import PinResponseBody, request_json, verdict_from_body
 from netd.nccl.pins import PinKey, PinVerdict
 
 __all__ = ["RemotePins"]
@@ -125,17 +125,8 @@ class RemotePins:
         if budget_s <= 0:
             return PinVerdict.neutral(f"no time left to ask the {where}: not registered")
         offer = None if batch.offer is None or batch.digest else self._encoded(batch.offer)
-        body = PinRequestBody.model_construct(  # our own values: nothing to validate
-            comm_id=f"{key.comm_id:016x}",
-            n_ranks=key.n_ranks,
-            n_nodes=key.n_nodes,
-            members=[f"{m:016x}" for m in batch.members],
-            host=self.host,
-            table=offer,
-            static_digest=f"{batch.digest:x}",
-            budget_ms=int(budget_s * 1000),
-        )
-        sent = await self._http.post("/v1/nccl/pins", body.model_dump_json().encode(), budget_s)
+        body = request_json(key, batch.members, self.host, offer, batch.digest, int(budget_s * 1000))
+        sent = await self._http.post("/v1/nccl/pins", body, budget_s)
         if not sent.sent:
             log.warning("%s unreachable for %s: %s", where, key, sent.error)
             return PinVerdict.neutral(f"{where} unreachable ({sent.error}): not registered")

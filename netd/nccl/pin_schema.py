@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -18,7 +19,7 @@ from netd.nccl.layout import TABLE_BYTES
 from netd.nccl.pin_wire import PinStatus
 from netd.nccl.pins import PinKey, PinVerdict
 
-__all__ = ["PinRequestBody", "PinResponseBody", "response_body", "verdict_from_body"]
+__all__ = ["PinRequestBody", "PinResponseBody", "request_json", "response_body", "verdict_from_body"]
 
 _HEX64 = r"^[0-9a-fA-F]{1,16}$"
 _MAX_TABLE_B64 = 4 * ((TABLE_BYTES + 2) // 3) + 4
@@ -54,6 +55,33 @@ class PinRequestBody(BaseModel):
             return base64.b64decode(self.table, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise ValueError(f"table is not valid base64: {exc}") from exc
+
+
+def request_json(
+    key: PinKey,
+    members: list[int],
+    host: str,
+    table_b64: str | None,
+    static_digest: int,
+    budget_ms: int,
+) -> bytes:
+    """The JSON of a :class:`PinRequestBody`, written directly: the daemon sends one per host and
+    communicator, and the model's serialiser re-scans the ~21 KB table string every time.
+    ``table_b64`` is base64 (no character needs escaping in JSON)."""
+    return (
+        b'{"comm_id":"%016x","n_ranks":%d,"n_nodes":%d,"members":[%s],"host":%s,"table":%s,'
+        b'"static_digest":"%x","budget_ms":%d}'
+        % (
+            key.comm_id,
+            key.n_ranks,
+            key.n_nodes,
+            b",".join(b'"%016x"' % m for m in members),
+            json.dumps(host).encode(),
+            b"null" if table_b64 is None else b'"%s"' % table_b64.encode("ascii"),
+            static_digest,
+            budget_ms,
+        )
+    )
 
 
 class PinResponseBody(BaseModel):
