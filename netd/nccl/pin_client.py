@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from netd.nccl.pin_http import PinHttp
-from netd.nccl.pin_schema import PinResponseBody, request_json, verdict_from_body
+from netd.nccl.pin_schema import UNLESS_OFFERED, PinResponseBody, request_json, verdict_from_body
 from netd.nccl.pins import PinKey, PinVerdict
 
 __all__ = ["RemotePins"]
@@ -126,7 +126,8 @@ class RemotePins:
             return PinVerdict.neutral(f"no time left to ask the {where}: not registered")
         offer = None if batch.offer is None or batch.digest else self._encoded(batch.offer)
         body = request_json(key, batch.members, self.host, offer, batch.digest, int(budget_s * 1000))
-        sent = await self._http.post("/v1/nccl/pins", body, budget_s)
+        path = "/v1/nccl/pins?" + UNLESS_OFFERED.decode() if offer is not None else "/v1/nccl/pins"
+        sent = await self._http.post(path, body, budget_s)
         if not sent.sent:
             log.warning("%s unreachable for %s: %s", where, key, sent.error)
             return PinVerdict.neutral(f"{where} unreachable ({sent.error}): not registered")
@@ -142,9 +143,10 @@ class RemotePins:
             answer = PinResponseBody.model_validate_json(sent.body)
             if int(answer.comm_id, 16) != key.comm_id:
                 raise ValueError(f"verdict for comm {answer.comm_id}")
-            # the verdict's table is most often the one this host offered: no second decoding
-            known = (offer, batch.offer) if offer is not None and batch.offer is not None else None
-            return verdict_from_body(answer, known)
+            # the verdict's table is most often the one this host offered: not sent back, or (by an
+            # older service) sent back and not decoded again
+            offered = (offer, batch.offer) if offer is not None and batch.offer is not None else None
+            return verdict_from_body(answer, offered)
         except (ValidationError, ValueError) as exc:
             return PinVerdict.unknown(f"{where} sent a malformed verdict ({type(exc).__name__})")
 

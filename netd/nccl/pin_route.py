@@ -10,7 +10,9 @@ ranks' budget. So the route does only the pin's own work (netd.nccl.routes keeps
   guard does the same earlier through :data:`netd.api.auth.CHECK_ATTR`);
 * a host's table offer is decoded and checked once per distinct offer (hosts of one job mostly
   send the same table; every offer is still checked before it can be pinned);
-* every host of a pin gets the same verdict, serialised once.
+* every host of a pin gets the same verdict, serialised once; a host that asks with
+  ``?table=unless-offered`` and offered the pinned table gets ``table_as_offered`` instead of the
+  ~21 KB table back (its daemon has it).
 
 Errors are raised as HTTPException (before anything is sent), so the app's problem handlers shape
 them exactly as for every other route.
@@ -27,7 +29,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from netd.errors import HintTableError
-from netd.nccl.pin_schema import PinRequestBody, response_body
+from netd.nccl.pin_schema import UNLESS_OFFERED, PinRequestBody, response_body
 from netd.nccl.pins import PinAuthority, PinVerdict, until_decided
 from netd.nccl.table import unpack_table
 
@@ -49,10 +51,13 @@ class _Offers:
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._seen: dict[str, bytes] = {}
+        self._last: tuple[str | None, bytes | None] = (None, None)
 
     def checked(self, body: PinRequestBody) -> bytes | None:
         if body.table is None:
             return None
+        if body.table == self._last[0]:  # a compare of two strings costs less than hashing one
+            return self._last[1]
         got = self._seen.get(body.table)
         if got is None:
             got = body.table_bytes()
@@ -61,6 +66,7 @@ class _Offers:
             if len(self._seen) >= self.size:
                 self._seen.clear()
             self._seen[body.table] = got
+        self._last = (body.table, got)
         return got
 
 
@@ -71,7 +77,7 @@ class PinEndpoint:
         self.authority = authority
         self.check_token = check_token
         self._offers = _Offers()
-        self._answers: dict[PinVerdict, bytes] = {}  # the JSON of recent verdicts
+        self._answers: dict[tuple[PinVerdict, bool], bytes] = {}  # the JSON of recent verdicts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = None
@@ -122,12 +128,20 @@ class PinEndpoint:
                     self.authority.withdraw(key, members, got)
             if verdict is None:
                 raise HTTPException(status_code=499, detail="client went away before the verdict")
-        encoded = self._answers.get(verdict)
-        if encoded is None:  # every host of a pin gets the same verdict: serialise it once
-            encoded = response_body(key, verdict).model_dump_json().encode()
+        # every host of a pin gets the same verdict: serialised once (twice if some hosts offered
+        # the pinned table and asked, with ?table=unless-offered, not to get it back)
+        as_offered = (
+            verdict.table is not None
+            and offer is not None
+            and scope.get("query_string") == UNLESS_OFFERED
+            and (offer is verdict.table or offer == verdict.table)
+        )
+        encoded = self._answers.get((verdict, as_offered))
+        if encoded is None:
+            encoded = response_body(key, verdict, as_offered).model_dump_json().encode()
             if len(self._answers) >= 64:
                 self._answers.clear()
-            self._answers[verdict] = encoded
+            self._answers[(verdict, as_offered)] = encoded
         await send(
             {
                 "type": "http.response.start",

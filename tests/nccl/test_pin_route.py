@@ -2,8 +2,9 @@
 
 What the lean endpoint must keep: a broken offer is refused however many good ones came first, a
 body over the limit is refused, a request whose client goes away before the verdict withdraws its
-ranks (a real socket closed against uvicorn), and the daemon's hand-written request JSON is what
-the schema accepts.
+ranks (a real socket closed against uvicorn), the daemon's hand-written request JSON is what the
+schema accepts, and a table left out of an answer (``table_as_offered``) is only ever the one the
+asker offered.
 """
 
 from __future__ import annotations
@@ -17,8 +18,15 @@ import time
 import httpx
 import pytest
 
+from netd.nccl.pin_client import RemotePins
 from netd.nccl.pin_route import MAX_PIN_BODY
-from netd.nccl.pin_schema import PinRequestBody, request_json
+from netd.nccl.pin_schema import (
+    UNLESS_OFFERED,
+    PinRequestBody,
+    PinResponseBody,
+    request_json,
+    verdict_from_body,
+)
 from netd.nccl.pin_wire import PinStatus
 from netd.nccl.pins import PinAuthority, PinKey, until_decided
 from netd.nccl.table import HintTable, pack_table
@@ -130,3 +138,56 @@ def _until(cond, timeout_s: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.02)
+
+
+def test_hosts_that_offered_the_pinned_table_do_not_get_it_back(pin_service):
+    url, _ = pin_service
+    pinned = pack_table(HintTable(generated_at_ns=1))
+    other = pack_table(HintTable(generated_at_ns=2))
+    query = "?" + UNLESS_OFFERED.decode()
+
+    async def scenario():
+        async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=10) as client:
+
+            def post(member: int, table: bytes, path: str = "/v1/nccl/pins" + query):
+                return client.post(path, content=_body(0xE1, [member], table, n_ranks=4, n_nodes=4))
+
+            first = asyncio.ensure_future(post(1, pinned))
+            await asyncio.sleep(0.2)  # the first asker: its table is the pin's
+            rest = [post(2, pinned), post(3, pinned, "/v1/nccl/pins"), post(4, other)]  # 3: an older client
+            return await asyncio.gather(first, *rest)
+
+    answers = [a.json() for a in asyncio.run(scenario())]
+    assert {a["status"] for a in answers} == {"apply"}, answers
+    first, same, old_client, different = answers
+    assert first["table"] is same["table"] is None and first["table_as_offered"] and same["table_as_offered"]
+    assert base64.b64decode(old_client["table"]) == pinned and not old_client["table_as_offered"]
+    assert base64.b64decode(different["table"]) == pinned and not different["table_as_offered"]
+
+
+def test_the_daemon_applies_the_table_it_offered_when_the_service_does_not_send_it_back(pin_service):
+    url, _ = pin_service
+    pinned = pack_table(HintTable(generated_at_ns=3))
+    other = pack_table(HintTable(generated_at_ns=4))
+
+    async def scenario():
+        a, b = (RemotePins(url, TOKEN, 5.0, f"host{h}") for h in "ab")
+        key = PinKey(0xE2, 2, 2)
+        try:
+            first = asyncio.ensure_future(a.join(key, 1, pinned, budget_s=4.0))
+            await asyncio.sleep(0.2)  # a is the first asker: its table is the pin's
+            return await asyncio.gather(first, b.join(key, 2, other, budget_s=4.0))
+        finally:
+            await a.aclose()
+            await b.aclose()
+
+    on_a, on_b = asyncio.run(scenario())
+    assert on_a.status is on_b.status is PinStatus.APPLY
+    assert on_a.table == on_b.table == pinned and on_a.generation == on_b.generation
+
+
+def test_an_answer_naming_a_table_that_was_not_offered_is_malformed():
+    answer = PinResponseBody(status="apply", reason="r", comm_id="1", table_as_offered=True)
+    with pytest.raises(ValueError):
+        verdict_from_body(answer, None)
+    assert verdict_from_body(answer, ("dA==", b"t")).table == b"t"
