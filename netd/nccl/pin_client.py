@@ -57,7 +57,8 @@ class _Batch:
     offer: bytes | None
     deadline: float  # monotonic: the earliest member's, less the margin
     members: list[int] = field(default_factory=list)
-    result: asyncio.Future[PinVerdict] | None = None
+    # one per rank: a rank that goes away cancels only its own (no shield, no extra callbacks)
+    waiters: list[asyncio.Future[PinVerdict]] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
 
 
@@ -88,15 +89,16 @@ class RemotePins:
         deadline = time.monotonic() + budget - _MARGIN_S
         batch = self._open.get((key, digest))
         if batch is None:
-            batch = _Batch(key, digest, table, deadline, result=loop.create_future())
+            batch = _Batch(key, digest, table, deadline)
             self._open[(key, digest)] = batch
             batch.timer = loop.call_later(self.coalesce_s, self._flush, batch)
         batch.members.append(member)
+        waiter: asyncio.Future[PinVerdict] = loop.create_future()
+        batch.waiters.append(waiter)
         batch.deadline = min(batch.deadline, deadline)
         if len(batch.members) >= max(key.n_ranks // key.n_nodes, 1):
             self._flush(batch)  # this host's share is in: no reason to wait
-        assert batch.result is not None
-        return await asyncio.shield(batch.result)  # one rank going away does not withdraw the others
+        return await waiter  # one rank going away does not withdraw the others
 
     def _flush(self, batch: _Batch) -> None:
         if self._open.get((batch.key, batch.digest)) is not batch:
@@ -109,14 +111,14 @@ class RemotePins:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, batch: _Batch) -> None:
-        assert batch.result is not None
         try:
             verdict = await self._post(batch)
         except Exception as exc:  # a bug here must still answer every waiting rank
             log.exception("pin request for %s failed", batch.key)
             verdict = PinVerdict.unknown(f"netd failed while pinning ({type(exc).__name__})")
-        if not batch.result.done():
-            batch.result.set_result(verdict)
+        for waiter in batch.waiters:
+            if not waiter.done():
+                waiter.set_result(verdict)
 
     async def _post(self, batch: _Batch) -> PinVerdict:
         key = batch.key

@@ -268,3 +268,34 @@ def test_remote_pins_batch_one_hosts_ranks_into_one_request():
 
     verdicts = run(scenario())
     assert len(seen) == 1 and {v.reason for v in verdicts} == {"r"}
+
+
+def test_a_rank_that_goes_away_does_not_take_its_hosts_other_ranks_with_it():
+    """Three ranks of one batch; the first one's wait is cancelled (its plugin went away) while the
+    request is out: the other two still get the service's verdict."""
+    answered = asyncio.Event()
+
+    async def scenario():
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            await answered.wait()
+            writer.write(_http(200, '{"status": "neutral", "reason": "r", "comm_id": "0000000000000009"}'))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        remote = RemotePins(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", None, 2.0, "h")
+        key = PinKey(9, 6, 2)
+        try:
+            ranks = [asyncio.ensure_future(remote.join(key, m, None, budget_s=1.0)) for m in (1, 2, 3)]
+            await asyncio.sleep(0.05)  # the batch is full and sent
+            ranks[0].cancel()
+            answered.set()
+            return await asyncio.gather(*ranks, return_exceptions=True)
+        finally:
+            await remote.aclose()
+            server.close()
+
+    first, *others = run(scenario())
+    assert isinstance(first, asyncio.CancelledError)
+    assert [v.reason for v in others] == ["r", "r"]
