@@ -129,7 +129,11 @@ def _serve(token: str, window_s: float) -> None:
     print(sock.getsockname()[1], flush=True)
     app = FastAPI()
     app.include_router(nccl_router(token=token, authority=PinAuthority(window_s=window_s)))
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", backlog=4096, timeout_keep_alive=60)
+    # access_log off as on every netd listener (netd.commands.run): uvicorn formats each access line's
+    # arguments before the logger's level is checked
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", backlog=4096, timeout_keep_alive=60
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
