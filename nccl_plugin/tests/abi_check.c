@@ -41,30 +41,24 @@ static int first;
 #define OPEN(name, type) printf("  \"%s\": {\"size\": %zu", name, sizeof(type)), first = 0
 #define MEMBER(type, m) printf(", \"%s\": %zu", #m, offsetof(type, m))
 #define CLOSE() printf("},\n")
+/* every tuner struct starts name, init, getCollInfo, then destroy (v2-v4) or finalize (v5, v6) */
+#define TUNER(type, last) \
+    OPEN(#type, type), MEMBER(type, name), MEMBER(type, init), MEMBER(type, getCollInfo), MEMBER(type, last)
 #define VALUE(name) printf("%s\"%s\": %lld", SEP(), #name, (long long)(name))
 
 int main(void)
 {
     printf("{\n");
-    OPEN("ncclTuner_v2_t", ncclTuner_v2_t);
-    MEMBER(ncclTuner_v2_t, name), MEMBER(ncclTuner_v2_t, init), MEMBER(ncclTuner_v2_t, getCollInfo);
-    MEMBER(ncclTuner_v2_t, destroy);
+    TUNER(ncclTuner_v2_t, destroy);
     CLOSE();
-    OPEN("ncclTuner_v3_t", ncclTuner_v3_t);
-    MEMBER(ncclTuner_v3_t, name), MEMBER(ncclTuner_v3_t, init), MEMBER(ncclTuner_v3_t, getCollInfo);
-    MEMBER(ncclTuner_v3_t, destroy);
+    TUNER(ncclTuner_v3_t, destroy);
     CLOSE();
-    OPEN("ncclTuner_v4_t", ncclTuner_v4_t);
-    MEMBER(ncclTuner_v4_t, name), MEMBER(ncclTuner_v4_t, init), MEMBER(ncclTuner_v4_t, getCollInfo);
-    MEMBER(ncclTuner_v4_t, destroy);
+    TUNER(ncclTuner_v4_t, destroy);
     CLOSE();
-    OPEN("ncclTuner_v5_t", ncclTuner_v5_t);
-    MEMBER(ncclTuner_v5_t, name), MEMBER(ncclTuner_v5_t, init), MEMBER(ncclTuner_v5_t, getCollInfo);
-    MEMBER(ncclTuner_v5_t, finalize);
+    TUNER(ncclTuner_v5_t, finalize);
     CLOSE();
-    OPEN("ncclTuner_v6_t", ncclTuner_v6_t);
-    MEMBER(ncclTuner_v6_t, name), MEMBER(ncclTuner_v6_t, init), MEMBER(ncclTuner_v6_t, getCollInfo);
-    MEMBER(ncclTuner_v6_t, finalize), MEMBER(ncclTuner_v6_t, getChunkSize);
+    TUNER(ncclTuner_v6_t, finalize);
+    MEMBER(ncclTuner_v6_t, getChunkSize);
     CLOSE();
     OPEN("ncclNvlDomainInfo_v5_t", ncclNvlDomainInfo_v5_t);
     MEMBER(ncclNvlDomainInfo_v5_t, nNvlDomains), MEMBER(ncclNvlDomainInfo_v5_t, minRanksPerNvlDomain);
