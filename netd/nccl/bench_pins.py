@@ -56,7 +56,13 @@ async def register_rounds(
     ``service_cpu()``: the service's CPU seconds so far, read once the hosts' connections are open
     and again after the last round (``service_cpu_per_comm_ms``)."""
     n_hosts = -(-ranks // ranks_per_host)
-    table = pack_table(HintTable(generated_at_ns=time.time_ns(), valid_for_ms=30_000))
+    # Each daemon offers its own table: the same hints, but stamped by its own tick somewhere in the
+    # last second, so no two hosts' bytes are equal (as on a real cluster).
+    now = time.time_ns()
+    tables = [
+        pack_table(HintTable(generated_at_ns=now - random.randrange(10**9), valid_for_ms=30_000))
+        for _ in range(n_hosts)
+    ]
     hosts = [RemotePins(url, token, timeout_ms / 1000, f"host{h:04d}") for h in range(n_hosts)]
     latencies: list[float] = []
     neutral = failures = disagreements = 0
@@ -71,8 +77,9 @@ async def register_rounds(
             async def rank(r: int, key: PinKey = key) -> tuple[float, PinVerdict | None]:
                 t0 = time.perf_counter()
                 try:
-                    v = await hosts[r // ranks_per_host].join(
-                        key, random.getrandbits(64) | 1, table, budget_s=timeout_ms / 1000
+                    h = r // ranks_per_host
+                    v = await hosts[h].join(
+                        key, random.getrandbits(64) | 1, tables[h], budget_s=timeout_ms / 1000
                     )
                 except Exception:  # counted, not raised: the figure is how many
                     return time.perf_counter() - t0, None

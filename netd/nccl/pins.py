@@ -141,7 +141,7 @@ class PinAuthority:
         self,
         key: PinKey,
         members: Sequence[int],
-        offer: bytes | None,
+        offer: bytes | None | Callable[[], bytes | None],
         asker: str = "",
         *,
         digest: int = 0,
@@ -149,7 +149,11 @@ class PinAuthority:
     ) -> PinVerdict | asyncio.Future[PinVerdict]:
         """:meth:`join` without the wait: the verdict if there is one already, else the pin's shared
         future. Never cancel that future (every member waits on it): a caller that stops waiting
-        calls :meth:`withdraw`. For callers that cannot afford a task per registration."""
+        calls :meth:`withdraw`. For callers that cannot afford a task per registration.
+
+        ``offer`` may be a function that decodes and checks it: called only when this registration
+        opens a pin (only the first asker's offer is pinned); what it raises propagates, with
+        nothing registered."""
         now = self._clock()
         self._expire(now)
         pin = self._pins.get(key)
@@ -185,7 +189,16 @@ class PinAuthority:
         if pin is not None and pin.future is future and pin.verdict is None:
             pin.members.difference_update(members)
 
-    def _open(self, key: PinKey, offer: bytes | None, digest: int, asker: str, now: float) -> _Pin:
+    def _open(
+        self,
+        key: PinKey,
+        offer: bytes | None | Callable[[], bytes | None],
+        digest: int,
+        asker: str,
+        now: float,
+    ) -> _Pin:
+        if callable(offer):
+            offer = offer()  # before anything changes: a refused offer registers nothing
         generation = self._generations.get(key, 0) + 1
         self._generations[key] = generation
         pin = _Pin(key, generation, offer, digest, asker, self._wall_ns(), now + self.window_s)

@@ -191,3 +191,28 @@ def test_an_answer_naming_a_table_that_was_not_offered_is_malformed():
     with pytest.raises(ValueError):
         verdict_from_body(answer, None)
     assert verdict_from_body(answer, ("dA==", b"t")).table == b"t"
+
+
+def test_an_offer_to_a_pin_already_open_is_not_read(pin_service):
+    """The pin keeps its first asker's table: a later host's offer, even a broken one, is not decoded;
+    that host joins and gets the pinned table like every other."""
+    url, _ = pin_service
+    pinned = pack_table(HintTable(generated_at_ns=5))
+    broken = bytearray(pack_table(HintTable(generated_at_ns=6)))
+    broken[100] ^= 0xFF
+
+    async def scenario():
+        async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=10) as client:
+            first = asyncio.ensure_future(
+                client.post("/v1/nccl/pins", content=_body(0xF1, [1], pinned, n_ranks=2, n_nodes=2))
+            )
+            await asyncio.sleep(0.2)  # the pin is open with the first asker's table
+            late = await client.post(
+                "/v1/nccl/pins", content=_body(0xF1, [2], bytes(broken), n_ranks=2, n_nodes=2)
+            )
+            return await first, late
+
+    first, late = asyncio.run(scenario())
+    assert first.status_code == late.status_code == 200
+    assert first.json()["status"] == late.json()["status"] == "apply"
+    assert base64.b64decode(late.json()["table"]) == pinned
