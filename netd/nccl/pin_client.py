@@ -3,8 +3,9 @@
 Ranks of one communicator on one host arrive within milliseconds of each other; they are sent as
 one request (``members``), flushed as soon as the host's expected share (n_ranks / n_nodes) is in
 or ``coalesce_s`` after the first. So the service does one small request per host, the table
-travels once per host each way, and a 4096-rank communicator costs the service 512 requests on
-8-GPU hosts, not 4096.
+travels at most once per host each way (not back when the pinned table is the one this host
+offered: ``?table=unless-offered``), and a 4096-rank communicator costs the service 512 requests
+on 8-GPU hosts, not 4096.
 
 Errors are sorted by one question — could the service have registered these ranks?
 

@@ -121,17 +121,19 @@ class PinEndpoint:
             )
         except (ValueError, HintTableError) as exc:
             raise HTTPException(status_code=422, detail=f"table: {exc}") from exc
-        verdict = got if isinstance(got, PinVerdict) else None
-        if verdict is None:
-            assert not isinstance(got, PinVerdict)
+        if isinstance(got, PinVerdict):
+            verdict = got
+        else:
+            waited: PinVerdict | None = None
             try:
                 # the body is read: the next ASGI message is the client's disconnect
-                verdict = await until_decided(got, receive())
+                waited = await until_decided(got, receive())
             finally:
-                if verdict is None:  # gone, or cancelled: a pin must not complete without them
+                if waited is None:  # gone, or cancelled: a pin must not complete without them
                     self.authority.withdraw(key, members, got)
-            if verdict is None:
+            if waited is None:
                 raise HTTPException(status_code=499, detail="client went away before the verdict")
+            verdict = waited
         # every host of a pin gets the same verdict: serialised once (twice if some hosts offered
         # the pinned table and asked, with ?table=unless-offered, not to get it back)
         as_offered = (

@@ -324,6 +324,8 @@ async def until_decided(verdict: asyncio.Future[PinVerdict], gone: Awaitable[Any
     cancelled here (the caller withdraws when this gives None or is cancelled), and the wait costs
     one task and one future, not three tasks: it runs per host request on the service's one loop."""
     if verdict.done():
+        if asyncio.iscoroutine(gone):
+            gone.close()  # never started: close it rather than leave it "never awaited"
         return verdict.result()
     loop = asyncio.get_running_loop()
     watcher: asyncio.Future[Any] = asyncio.ensure_future(gone)
