@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * nccl_abi.h — the parts of NCCL's tuner-plugin ABI this plugin uses, declared from the facts of
- * NVIDIA/nccl src/include/plugin/nccl_tuner.h and src/include/plugin/tuner/tuner_v{3,4,5,6}.h
- * (see docs/nccl.md). Written for this plugin; no NCCL header is included or linked.
+ * NVIDIA/nccl src/include/plugin/nccl_tuner.h and src/include/plugin/tuner/tuner_v{2,3,4,5,6}.h
+ * (see docs/nccl.md). Written for this plugin; no NCCL header is included or linked. `make
+ * check-abi` compares it, and compiles plugin.c, against a copy of NCCL's declarations
+ * (tests/upstream/nccl_tuner_decls.h, tags v2.21.5-1..v2.30.7-1).
  *
  * Version summary (field order matters; every function returns ncclResult_t, a 4-byte enum):
  *   v2 (2.21)  name, init(nRanks, nNodes, log, &ctx), getCollInfo(ctx, coll, nBytes, collNetSupport,
  *              nvlsSupport, numPipeOps, &algorithm, &protocol, &nChannels), destroy(ctx)
  *   v3 (2.22)  name, init(nRanks, nNodes, log, &ctx), getCollInfo(... numProto, nChannels), destroy
- *   v4 (2.24)  as v3, getCollInfo gains `int regBuff` before nChannels
+ *   v4 (2.24-2.27)  as v3, getCollInfo gains `int regBuff` before nChannels
  *   v5 (2.28)  name, init(&ctx, commId, nRanks, nNodes, log, nvlDomainInfo, constants),
  *              getCollInfo as v4, finalize
  *   v6 (2.30)  as v5, plus getChunkSize (optional, may be NULL)

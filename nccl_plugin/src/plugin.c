@@ -21,8 +21,11 @@
 #include "nccl_abi.h"
 #include "source.h"
 
-/* NCCL's MAXCHANNELS: 32 up to 2.27 (tuner API v2..v4); 64 assumed from 2.28 (v5, v6). A larger
- * *nChannels is clamped at init, so the launch path never sees one. */
+/* NCCL's MAXCHANNELS (src/include/device.h): 32 up to 2.24, 64 from 2.25. API v2 (2.21) and v3
+ * (2.22-2.23) only run on 32; v4 runs on 2.24 (32) and 2.25-2.27 (64) and cannot tell which, so it
+ * gets the smaller; v5/v6 (2.28+) get 64. NCCL neither checks nor rejects *nChannels: it takes the
+ * smaller of it and the communicator's channels when it schedules (tests/abi_check.c checks these
+ * against NCCL's values). A larger hint is clamped at init, so the launch path never sees one. */
 #define NETD_MAX_CHANNELS_V4 32
 #define NETD_MAX_CHANNELS_V5 64
 

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,26 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 async def register_rounds(
-    url: str, token: str, ranks: int, ranks_per_host: int, timeout_ms: int, rounds: int
+    url: str,
+    token: str,
+    ranks: int,
+    ranks_per_host: int,
+    timeout_ms: int,
+    rounds: int,
+    service_cpu: Callable[[], float] | None = None,
 ) -> dict[str, Any]:
-    """``rounds`` communicators of ``ranks`` ranks, one after the other, against the service at ``url``."""
+    """``rounds`` communicators of ``ranks`` ranks, one after the other, against the service at ``url``.
+
+    ``service_cpu()``: the service's CPU seconds so far, read once the hosts' connections are open
+    and again after the last round (``service_cpu_per_comm_ms``)."""
     n_hosts = -(-ranks // ranks_per_host)
-    table = pack_table(HintTable(generated_at_ns=time.time_ns(), valid_for_ms=30_000))
+    # Each daemon offers its own table: the same hints, but stamped by its own tick somewhere in the
+    # last second, so no two hosts' bytes are equal (as on a real cluster).
+    now = time.time_ns()
+    tables = [
+        pack_table(HintTable(generated_at_ns=now - random.randrange(10**9), valid_for_ms=30_000))
+        for _ in range(n_hosts)
+    ]
     hosts = [RemotePins(url, token, timeout_ms / 1000, f"host{h:04d}") for h in range(n_hosts)]
     latencies: list[float] = []
     neutral = failures = disagreements = 0
@@ -54,14 +70,16 @@ async def register_rounds(
     try:
         # Daemons run for days: their connections to the service are open before a job starts.
         await asyncio.gather(*(h.connect() for h in hosts))
+        connected_cpu = service_cpu() if service_cpu is not None else 0.0
         for _ in range(rounds):
             key = PinKey(random.getrandbits(64), ranks, n_hosts)
 
             async def rank(r: int, key: PinKey = key) -> tuple[float, PinVerdict | None]:
                 t0 = time.perf_counter()
                 try:
-                    v = await hosts[r // ranks_per_host].join(
-                        key, random.getrandbits(64) | 1, table, budget_s=timeout_ms / 1000
+                    h = r // ranks_per_host
+                    v = await hosts[h].join(
+                        key, random.getrandbits(64) | 1, tables[h], budget_s=timeout_ms / 1000
                     )
                 except Exception:  # counted, not raised: the figure is how many
                     return time.perf_counter() - t0, None
@@ -80,6 +98,7 @@ async def register_rounds(
                 len(applied) == 1 and any(v is None or v.status is not PinStatus.APPLY for v in verdicts)
             )
             await asyncio.sleep(0.05)  # let the service settle between communicators
+        per_comm_ms = None if service_cpu is None else 1000 * (service_cpu() - connected_cpu) / rounds
     finally:
         await asyncio.gather(*(h.aclose() for h in hosts))
     return {
@@ -94,6 +113,7 @@ async def register_rounds(
         "failures": failures,
         "disagreements": disagreements,
         "hosts_cpu_s": round(time.process_time() - cpu0, 2),  # all simulated hosts, this process
+        "service_cpu_per_comm_ms": None if per_comm_ms is None else round(per_comm_ms, 1),
     }
 
 
@@ -116,7 +136,11 @@ def _serve(token: str, window_s: float) -> None:
     print(sock.getsockname()[1], flush=True)
     app = FastAPI()
     app.include_router(nccl_router(token=token, authority=PinAuthority(window_s=window_s)))
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", backlog=4096, timeout_keep_alive=60)
+    # access_log off as on every netd listener (netd.commands.run): uvicorn formats each access line's
+    # arguments before the logger's level is checked
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", backlog=4096, timeout_keep_alive=60
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -159,7 +183,9 @@ def bench_pins(
         out = []
         for n in ranks:
             before = _cpu_s(proc.pid)
-            result = asyncio.run(register_rounds(url, token, n, ranks_per_host, timeout_ms, rounds))
+            result = asyncio.run(
+                register_rounds(url, token, n, ranks_per_host, timeout_ms, rounds, lambda: _cpu_s(proc.pid))
+            )
             result["service_cpu_s"] = round(_cpu_s(proc.pid) - before, 2)
             out.append(result)
         return out

@@ -160,19 +160,34 @@ def register(sub: Any, common_options: Common) -> None:
         description="show [FILE]: the daemon's current table (or FILE), with the model's reasons. "
         "export FILE: save the daemon's table for NETD_TUNER_TABLE and print its SHA-256.",
     )
-    common_options(table, sysfs_root=False)
-    table.add_argument("action", choices=("show", "export"))
-    table.add_argument("file", nargs="?", type=Path, help="table file (required for export)")
-    table.add_argument("--json", action="store_true", help="JSON output")
-    table.set_defaults(handler=_cmd_table_checked)
+    _table_options(table, common_options)
+    # show and export are subcommands, not a positional with an optional FILE after it: argparse
+    # cannot give FILE to a positional once an option came between them (`export --listen X FILE`)
+    actions = table.add_subparsers(dest="action", required=True, metavar="{show,export}")
+    show = actions.add_parser(
+        "show",
+        help="the daemon's current table, or decode FILE",
+        description="The daemon's current table with the model's reasons, or the table in FILE.",
+        argument_default=argparse.SUPPRESS,  # options given before `show` are kept
+    )
+    _table_options(show, common_options)
+    show.add_argument("file", nargs="?", type=Path, default=None, help="a table file to decode")
+    export = actions.add_parser(
+        "export",
+        help="save the daemon's table to FILE for NETD_TUNER_TABLE",
+        description="Save the daemon's current table to FILE and print the NETD_TUNER_TABLE and "
+        "NETD_TUNER_TABLE_SHA256 lines that pin a job to it.",
+        argument_default=argparse.SUPPRESS,
+    )
+    _table_options(export, common_options)
+    export.add_argument("file", type=Path, help="where to write the table")
+    table.set_defaults(handler=_cmd_table)
 
 
-def _cmd_table_checked(args: argparse.Namespace, cfg: Config) -> int:
-    if args.action == "export" and args.file is None:
-        raise NetdError(
-            "nccl-table export needs a FILE to write, e.g. netd nccl-table export /shared/job.ndht"
-        )
-    return _cmd_table(args, cfg)
+def _table_options(p: argparse.ArgumentParser, common_options: Common) -> None:
+    """On ``nccl-table`` and on each action, so the options may come before or after it."""
+    common_options(p, sysfs_root=False)
+    p.add_argument("--json", action="store_true", help="JSON output")
 
 
 def _cmd_bench(args: argparse.Namespace, cfg: Config | None) -> int:

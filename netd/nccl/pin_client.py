@@ -3,8 +3,9 @@
 Ranks of one communicator on one host arrive within milliseconds of each other; they are sent as
 one request (``members``), flushed as soon as the host's expected share (n_ranks / n_nodes) is in
 or ``coalesce_s`` after the first. So the service does one small request per host, the table
-travels once per host each way, and a 4096-rank communicator costs the service 512 requests on
-8-GPU hosts, not 4096.
+travels at most once per host each way (not back when the pinned table is the one this host
+offered: ``?table=unless-offered``), and a 4096-rank communicator costs the service 512 requests
+on 8-GPU hosts, not 4096.
 
 Errors are sorted by one question — could the service have registered these ranks?
 
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from netd.nccl.pin_http import PinHttp
-from netd.nccl.pin_schema import PinRequestBody, PinResponseBody, verdict_from_body
+from netd.nccl.pin_schema import UNLESS_OFFERED, PinResponseBody, request_json, verdict_from_body
 from netd.nccl.pins import PinKey, PinVerdict
 
 __all__ = ["RemotePins"]
@@ -57,7 +58,8 @@ class _Batch:
     offer: bytes | None
     deadline: float  # monotonic: the earliest member's, less the margin
     members: list[int] = field(default_factory=list)
-    result: asyncio.Future[PinVerdict] | None = None
+    # one per rank: a rank that goes away cancels only its own (no shield, no extra callbacks)
+    waiters: list[asyncio.Future[PinVerdict]] = field(default_factory=list)
     timer: asyncio.TimerHandle | None = None
 
 
@@ -77,6 +79,7 @@ class RemotePins:
         self._http = PinHttp(self.base_url, token, _tls())
         self._open: dict[tuple[PinKey, int], _Batch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._b64: tuple[bytes, str] | None = None
 
     async def join(
         self, key: PinKey, member: int, table: bytes | None, *, digest: int = 0, budget_s: float | None = None
@@ -87,15 +90,16 @@ class RemotePins:
         deadline = time.monotonic() + budget - _MARGIN_S
         batch = self._open.get((key, digest))
         if batch is None:
-            batch = _Batch(key, digest, table, deadline, result=loop.create_future())
+            batch = _Batch(key, digest, table, deadline)
             self._open[(key, digest)] = batch
             batch.timer = loop.call_later(self.coalesce_s, self._flush, batch)
         batch.members.append(member)
+        waiter: asyncio.Future[PinVerdict] = loop.create_future()
+        batch.waiters.append(waiter)
         batch.deadline = min(batch.deadline, deadline)
         if len(batch.members) >= max(key.n_ranks // key.n_nodes, 1):
             self._flush(batch)  # this host's share is in: no reason to wait
-        assert batch.result is not None
-        return await asyncio.shield(batch.result)  # one rank going away does not withdraw the others
+        return await waiter  # one rank going away does not withdraw the others
 
     def _flush(self, batch: _Batch) -> None:
         if self._open.get((batch.key, batch.digest)) is not batch:
@@ -108,14 +112,14 @@ class RemotePins:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, batch: _Batch) -> None:
-        assert batch.result is not None
         try:
             verdict = await self._post(batch)
         except Exception as exc:  # a bug here must still answer every waiting rank
             log.exception("pin request for %s failed", batch.key)
             verdict = PinVerdict.unknown(f"netd failed while pinning ({type(exc).__name__})")
-        if not batch.result.done():
-            batch.result.set_result(verdict)
+        for waiter in batch.waiters:
+            if not waiter.done():
+                waiter.set_result(verdict)
 
     async def _post(self, batch: _Batch) -> PinVerdict:
         key = batch.key
@@ -123,17 +127,10 @@ class RemotePins:
         where = f"pin service {self.base_url}"
         if budget_s <= 0:
             return PinVerdict.neutral(f"no time left to ask the {where}: not registered")
-        body = PinRequestBody(
-            comm_id=f"{key.comm_id:016x}",
-            n_ranks=key.n_ranks,
-            n_nodes=key.n_nodes,
-            members=[f"{m:016x}" for m in batch.members],
-            host=self.host,
-            table=None if batch.offer is None or batch.digest else base64.b64encode(batch.offer).decode(),
-            static_digest=f"{batch.digest:x}",
-            budget_ms=int(budget_s * 1000),
-        )
-        sent = await self._http.post("/v1/nccl/pins", body.model_dump_json().encode(), budget_s)
+        offer = None if batch.offer is None or batch.digest else self._encoded(batch.offer)
+        body = request_json(key, batch.members, self.host, offer, batch.digest, int(budget_s * 1000))
+        path = "/v1/nccl/pins?" + UNLESS_OFFERED.decode() if offer is not None else "/v1/nccl/pins"
+        sent = await self._http.post(path, body, budget_s)
         if not sent.sent:
             log.warning("%s unreachable for %s: %s", where, key, sent.error)
             return PinVerdict.neutral(f"{where} unreachable ({sent.error}): not registered")
@@ -149,9 +146,18 @@ class RemotePins:
             answer = PinResponseBody.model_validate_json(sent.body)
             if int(answer.comm_id, 16) != key.comm_id:
                 raise ValueError(f"verdict for comm {answer.comm_id}")
-            return verdict_from_body(answer)
+            # the verdict's table is most often the one this host offered: not sent back, or (by an
+            # older service) sent back and not decoded again
+            offered = (offer, batch.offer) if offer is not None and batch.offer is not None else None
+            return verdict_from_body(answer, offered)
         except (ValidationError, ValueError) as exc:
             return PinVerdict.unknown(f"{where} sent a malformed verdict ({type(exc).__name__})")
+
+    def _encoded(self, table: bytes) -> str:
+        """base64 of the daemon's table, once per table (it changes per tick, pins come by the rank)."""
+        if self._b64 is None or self._b64[0] != table:
+            self._b64 = (table, base64.b64encode(table).decode())
+        return self._b64[1]
 
     async def connect(self) -> bool:
         """Open a connection to the pin service ahead of the first communicator."""

@@ -83,7 +83,9 @@ class PinHttp:
         )
         try:
             writer.write(request)
-            status, answer, keep = await asyncio.wait_for(_read_response(reader), timeout_s)
+            # asyncio.timeout, not wait_for: no task per request (512 of them per big communicator)
+            async with asyncio.timeout(timeout_s):
+                status, answer, keep = await _read_response(reader)
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, ssl.SSLError) as exc:
             writer.close()
             return PostResult(True, error=f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

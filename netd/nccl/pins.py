@@ -36,7 +36,7 @@ from typing import Any
 
 from netd.nccl.pin_wire import PinStatus
 
-__all__ = ["PinAuthority", "PinKey", "PinVerdict", "unless_gone"]
+__all__ = ["PinAuthority", "PinKey", "PinVerdict", "unless_gone", "until_decided"]
 
 # A late rank of an abandoned pin arrives within the plugin's timeout of its peers (at most a
 # minute, NETD_TUNER_TIMEOUT_MS's ceiling); after that a registration is a new communicator.
@@ -84,7 +84,10 @@ class _Pin:
     deadline: float
     members: set[int] = field(default_factory=set)
     mixed: bool = False
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    # the verdict, for every member waiting (created in the authority's loop)
+    future: asyncio.Future[PinVerdict] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
     timer: asyncio.TimerHandle | None = None
     verdict: PinVerdict | None = None
     decided_at: float = 0.0
@@ -125,6 +128,32 @@ class PinAuthority:
 
         ``budget_s``: how long the caller can wait from now; the pin is decided before that."""
         members = [member] if isinstance(member, int) else list(member)
+        got = self.register(key, members, offer, asker, digest=digest, budget_s=budget_s)
+        if isinstance(got, PinVerdict):
+            return got
+        try:
+            return await asyncio.shield(got)  # one caller going away does not cancel the others'
+        except asyncio.CancelledError:
+            self.withdraw(key, members, got)  # the caller went away undecided: withdraw its ranks
+            raise
+
+    def register(
+        self,
+        key: PinKey,
+        members: Sequence[int],
+        offer: bytes | None | Callable[[], bytes | None],
+        asker: str = "",
+        *,
+        digest: int = 0,
+        budget_s: float | None = None,
+    ) -> PinVerdict | asyncio.Future[PinVerdict]:
+        """:meth:`join` without the wait: the verdict if there is one already, else the pin's shared
+        future. Never cancel that future (every member waits on it): a caller that stops waiting
+        calls :meth:`withdraw`. For callers that cannot afford a task per registration.
+
+        ``offer`` may be a function that decodes and checks it: called only when this registration
+        opens a pin (only the first asker's offer is pinned); what it raises propagates, with
+        nothing registered."""
         now = self._clock()
         self._expire(now)
         pin = self._pins.get(key)
@@ -151,17 +180,25 @@ class PinAuthority:
         pin.members.update(members)
         if len(pin.members) >= key.n_ranks:
             self._complete(pin, now)
-        else:
-            try:
-                await pin.done.wait()
-            except asyncio.CancelledError:
-                if pin.verdict is None:  # the caller went away undecided: withdraw its ranks
-                    pin.members.difference_update(members)
-                raise
-        assert pin.verdict is not None
-        return pin.verdict
+            return pin.verdict  # type: ignore[return-value]
+        return pin.future
 
-    def _open(self, key: PinKey, offer: bytes | None, digest: int, asker: str, now: float) -> _Pin:
+    def withdraw(self, key: PinKey, members: Sequence[int], future: asyncio.Future[PinVerdict]) -> None:
+        """Take ``members`` out of the still undecided pin whose future ``register`` returned."""
+        pin = self._pins.get(key)
+        if pin is not None and pin.future is future and pin.verdict is None:
+            pin.members.difference_update(members)
+
+    def _open(
+        self,
+        key: PinKey,
+        offer: bytes | None | Callable[[], bytes | None],
+        digest: int,
+        asker: str,
+        now: float,
+    ) -> _Pin:
+        if callable(offer):
+            offer = offer()  # before anything changes: a refused offer registers nothing
         generation = self._generations.get(key, 0) + 1
         self._generations[key] = generation
         pin = _Pin(key, generation, offer, digest, asker, self._wall_ns(), now + self.window_s)
@@ -191,7 +228,8 @@ class PinAuthority:
         if pin.timer is not None:
             pin.timer.cancel()
             pin.timer = None
-        pin.done.set()
+        if not pin.future.done():
+            pin.future.set_result(verdict)
 
     def _complete(self, pin: _Pin, now: float) -> None:
         pin.complete = True
@@ -277,3 +315,31 @@ async def unless_gone(work: asyncio.Future[PinVerdict], gone: Awaitable[Any]) ->
     with contextlib.suppress(asyncio.CancelledError):
         await work
     return None
+
+
+async def until_decided(verdict: asyncio.Future[PinVerdict], gone: Awaitable[Any]) -> PinVerdict | None:
+    """``verdict``'s result, or None when ``gone`` completes first.
+
+    :func:`unless_gone` for a pin's shared future from :meth:`PinAuthority.register`: it is never
+    cancelled here (the caller withdraws when this gives None or is cancelled), and the wait costs
+    one task and one future, not three tasks: it runs per host request on the service's one loop."""
+    if verdict.done():
+        if asyncio.iscoroutine(gone):
+            gone.close()  # never started: close it rather than leave it "never awaited"
+        return verdict.result()
+    loop = asyncio.get_running_loop()
+    watcher: asyncio.Future[Any] = asyncio.ensure_future(gone)
+    waiter = loop.create_future()
+
+    def wake(_: object) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    verdict.add_done_callback(wake)
+    watcher.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        verdict.remove_done_callback(wake)
+        watcher.cancel()
+    return verdict.result() if verdict.done() else None

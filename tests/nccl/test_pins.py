@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
 
 import pytest
 
 from netd.nccl.pin_client import RemotePins
 from netd.nccl.pin_wire import PinStatus
-from netd.nccl.pins import PinAuthority, PinKey
+from netd.nccl.pins import PinAuthority, PinKey, PinVerdict
 
 KEY = PinKey(0xFEED, 3, 3)
 
@@ -246,25 +248,48 @@ def test_remote_pin_unreachable_is_not_registered(free_port):
     assert verdict.status is PinStatus.NEUTRAL and "unreachable" in verdict.reason
 
 
+async def _batch_of_three(
+    comm: int, while_out: Callable[[list[asyncio.Future[PinVerdict]]], None] | None = None
+) -> tuple[list[bytes], list[PinVerdict | BaseException]]:
+    """Three ranks of a 6-rank, 2-node communicator on this host, against a server that answers
+    NEUTRAL "r" once ``while_out(ranks)`` ran with the request out: (request heads seen, results)."""
+    seen: list[bytes] = []
+    received, answer = asyncio.Event(), asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n\r\n"))
+        received.set()
+        await answer.wait()
+        answer_json = json.dumps({"status": "neutral", "reason": "r", "comm_id": f"{comm:016x}"})
+        writer.write(_http(200, answer_json))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    remote = RemotePins(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", None, 2.0, "h")
+    key = PinKey(comm, 6, 2)
+    try:
+        ranks = [asyncio.ensure_future(remote.join(key, m, None, budget_s=1.0)) for m in (1, 2, 3)]
+        await received.wait()
+        if while_out is not None:
+            while_out(ranks)
+        answer.set()
+        return seen, await asyncio.gather(*ranks, return_exceptions=True)
+    finally:
+        await remote.aclose()
+        server.close()
+
+
 def test_remote_pins_batch_one_hosts_ranks_into_one_request():
     """Three ranks of a 6-rank, 2-node communicator on this host: one request with three members."""
-    seen: list[bytes] = []
+    seen, verdicts = run(_batch_of_three(7))
+    assert len(seen) == 1 and {v.reason for v in verdicts if isinstance(v, PinVerdict)} == {"r"}
+    assert len(verdicts) == 3
 
-    async def scenario():
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            seen.append(await reader.readuntil(b"\r\n\r\n"))
-            writer.write(_http(200, '{"status": "neutral", "reason": "r", "comm_id": "0000000000000007"}'))
-            await writer.drain()
-            writer.close()
 
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        remote = RemotePins(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", None, 2.0, "h")
-        key = PinKey(7, 6, 2)
-        try:
-            return await asyncio.gather(*(remote.join(key, m, None, budget_s=1.0) for m in (1, 2, 3)))
-        finally:
-            await remote.aclose()
-            server.close()
-
-    verdicts = run(scenario())
-    assert len(seen) == 1 and {v.reason for v in verdicts} == {"r"}
+def test_a_rank_that_goes_away_does_not_take_its_hosts_other_ranks_with_it():
+    """Three ranks of one batch; the first one's wait is cancelled (its plugin went away) while the
+    request is out: the other two still get the service's verdict."""
+    _, (first, *others) = run(_batch_of_three(9, lambda ranks: ranks[0].cancel()))
+    assert isinstance(first, asyncio.CancelledError)
+    assert [v.reason for v in others if isinstance(v, PinVerdict)] == ["r", "r"]

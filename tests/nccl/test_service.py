@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from netd.nccl.table import unpack_table
 from tests.nccl.plugin_harness import NCCL_SUCCESS, Plugin, build_plugin
 
 pytestmark = pytest.mark.slow  # runs `netd run` with its NCCL socket
@@ -136,6 +138,31 @@ def test_exported_table_pins_a_job_statically(daemon, plugin, monkeypatch):
         timeout=60,
     )
     assert decoded.returncode == 0 and decoded.stdout.startswith("table ")
+
+
+@pytest.mark.parametrize("where", ["before FILE", "after FILE", "before export"])
+def test_table_export_takes_its_options_anywhere(daemon, where):
+    """`netd nccl-table export --listen X FILE` once rejected FILE: the options may come before the
+    file, after it, or before the action."""
+    path = daemon["tmp"] / f"order-{where.replace(' ', '-')}.ndht"
+    listen = ["--listen", f"127.0.0.1:{daemon['port']}"]
+    args = {
+        "before FILE": ["nccl-table", "export", *listen, str(path)],
+        "after FILE": ["nccl-table", "export", str(path), *listen],
+        "before export": ["nccl-table", *listen, "export", str(path)],
+    }[where]
+    out = subprocess.run(
+        [sys.executable, "-m", "netd", *args], env=daemon["env"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    data = path.read_bytes()
+    unpack_table(data)  # the daemon's table, as the plugin would check it
+    assert f"NETD_TUNER_TABLE_SHA256={hashlib.sha256(data).hexdigest()}" in out.stdout
+
+
+def test_table_export_without_a_file_is_a_usage_error(daemon):
+    out = _cli(daemon, "nccl-table", "export")
+    assert out.returncode == 2 and "required: file" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_banner_names_the_socket_and_shutdown_removes_it(daemon):
