@@ -10,8 +10,9 @@ Each step of ``dt`` µs, in this order:
 3. receivers count CE packets (expected marks, stochastically rounded) and their NP paces CNPs,
    which travel back over the path's propagation delay;
 4. each sender's RP handles the CNPs that arrived and takes its timer and byte-counter events
-   (:func:`cc.model.dcqcn.rp_step`); the NIC sends at the resulting rates (flows sharing a NIC port split
-   it in proportion; a paused port sends nothing), and the bytes start crossing the first link;
+   (:func:`cc.model.dcqcn.rp_step`, compiled in :mod:`cc.sim.kernel`); the NIC sends at the
+   resulting rates (flows sharing a NIC port split it in proportion; a paused port sends
+   nothing), and the bytes start crossing the first link;
 5. PFC: each switch ingress (link, priority) holding more than its XOFF — the parameters' XOFF or
    its dynamic share of the switch's free shared buffer, whichever is lower (:mod:`cc.sim.buffer`) —
    pauses its upstream (a switch egress queue or a NIC) until it falls below XON; the pause reaches
@@ -29,13 +30,14 @@ one closed-form jump.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from cc.model import DcqcnParams, ParamBatch, np_step, rp_step
+from cc.model import DcqcnParams, ParamBatch
 from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
+from cc.sim.kernel import DcqcnRules, StepKernel
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
 from cc.sim.recorder import Recorder
@@ -50,7 +52,8 @@ class Engine(FlowState):
 
     ``flows`` is a sequence (recorded per flow, for FCTs) or an endless iterator sorted by start
     time (then ``priorities`` and nothing is recorded per flow). ``measure_from_us`` excludes a
-    warm-up from the recorder's figures.
+    warm-up from the recorder's figures. ``rules`` builds the DCQCN rules of a parameter batch: the
+    compiled :class:`cc.sim.kernel.StepKernel`; tests pass the numpy reference to compare.
     """
 
     def __init__(
@@ -64,7 +67,9 @@ class Engine(FlowState):
         measure_from_us: float = 0.0,
         trace_us: float | None = None,
         measure_queues: bool = True,
+        rules: Callable[[ParamBatch], DcqcnRules] = StepKernel,
     ) -> None:
+        self._make_rules = rules
         config = config or SimConfig()
         batch = ParamBatch.of(params)
         listed = list(flows) if isinstance(flows, Sequence) else None
@@ -97,7 +102,7 @@ class Engine(FlowState):
         if len(batch) != self.batch:
             raise ValueError(f"{len(batch)} parameter sets for a batch of {self.batch}")
         self.params = batch
-        self._rule_params: ParamBatch | None = None  # widened to the flow columns when first needed
+        self.rules = self._make_rules(batch)
         net = self.net
         scale = net.key_ecn_scale[None, :]
         self._kmin = np.where(batch.ecn_enabled, batch.kmin_bytes * scale, np.inf)
@@ -115,13 +120,6 @@ class Engine(FlowState):
         self._xoff_floor = float(batch.xoff_bytes.min()) if any_lossless else math.inf
         self._xon_ratio_floor = float(self._xon_ratio.min())
         self._pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
-
-    def _rules(self) -> ParamBatch:
-        """The parameters as the DCQCN rules read them: one value per (row, flow column)."""
-        wide = self._rule_params
-        if wide is None or wide.rp_ai_rate.shape[1] != self.slots.capacity:
-            wide = self._rule_params = self.params.widened(self.slots.capacity)
-        return wide
 
     # -- running -------------------------------------------------------------------------------
     def run(self, until_us: float) -> None:
@@ -149,7 +147,7 @@ class Engine(FlowState):
         return self._next is None and not self.active.any()
 
     def _step(self) -> None:
-        net, st, rec, p = self.net, self.slots, self.recorder, self._rules()
+        net, st, rec, rules = self.net, self.slots, self.recorder, self.rules
         dt, t = self.config.dt_us, self.t
         now = t * dt
         B, F, K1 = self.batch, st.capacity, net.K + 1
@@ -193,7 +191,7 @@ class Engine(FlowState):
         if marked_any:
             ce = np.floor(delivered_m / MTU_BYTES + self._uniform(t))
             self.acc["ecn_marked"] += ce
-            cnps = np_step(self.np_state, ce, dt, p)
+            cnps = rules.np_step(self.np_state, ce, dt)
             if np.count_nonzero(cnps):
                 self.acc["cnp_sent"] += cnps
                 slot = (t + st.cnp_delay) % self.cnp_depth
@@ -212,7 +210,7 @@ class Engine(FlowState):
                 arriving.fill(0.0)
                 self.acc["cnp_handled"] += cnp_in
         sent = self._inject(seen)
-        rp_step(self.rp, cnp_in, sent, dt, p, st.line)
+        rules.rp_step(self.rp, cnp_in, sent, dt, st.line)
         ring.nic_bytes[phase] = sent
 
         # 5. PFC decisions and drops, on what stays in the buffers
@@ -369,7 +367,7 @@ class Engine(FlowState):
         self.owed -= moved
         self.acc["tx_bytes"] += moved
         self.acc["rx_bytes"] += moved
-        rp_step(self.rp, self.zero_bf, moved, span, self._rules(), self.slots.line)
+        self.rules.rp_step(self.rp, self.zero_bf, moved, span, self.slots.line)
         self.np_state.now_us += span
         self.recorder.on_calm(self.t * dt, span, steps, self._last_departed, self.busy_dt / dt)
         self.t += steps

@@ -1,0 +1,174 @@
+"""The compiled step kernel (cc.sim.kernel) against the numpy reference rules (cc.model.dcqcn):
+the same bits, flow by flow and over whole runs; and where its compiled code is kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cc.bench.scenarios import suite
+from cc.model import DcqcnParams, NpState, ParamBatch, RpState
+from cc.model.dcqcn import int_power
+from cc.sim import Engine, RunMetrics, Scenario, run_metrics
+from cc.sim.jit import cache_dir
+from cc.sim.kernel import StepKernel
+from tests.cc.reference import NumpyRules
+
+RP_FIELDS = (
+    "rc",
+    "rt",
+    "alpha",
+    "alpha_timer_us",
+    "inc_timer_us",
+    "byte_counter",
+    "timer_stage",
+    "byte_stage",
+    "next_cut_us",
+    "seen_cnp",
+)
+
+# parameter sets that take every branch of the rules: clamp flags, first-CNP rate, byte counter off,
+# alpha periods that do and do not divide the step, ungated CNPs, F = 5 (fast recovery)
+VARIANTS = [
+    DcqcnParams(),
+    DcqcnParams.paper(),
+    DcqcnParams(rp_byte_reset=0, rp_clamp_tgt_rate=1, np_min_time_between_cnps=0),
+    DcqcnParams(rp_clamp_tgt_rate_ati=0, rp_rate_to_set_on_first_cnp=50_000, rp_dce_tcp_rtt=3),
+    DcqcnParams(rp_threshold=5, rp_time_reset=2, rp_byte_reset=4096, rp_dce_tcp_rtt=7, rp_min_dec_fac=10),
+]
+
+
+def test_whole_powers_are_exact_where_the_true_value_is_a_double() -> None:
+    n = np.arange(0.0, 60.0)
+    assert np.array_equal(int_power(0.5, n), 2.0**-n)
+    small = np.arange(0.0, 34.0)  # 3**33 < 2**53: every product along the way is exact
+    assert np.array_equal(int_power(3.0, small), np.array([3.0**k for k in range(34)]))
+
+
+def _random_states(batch: ParamBatch, flows: int, seed: int) -> tuple[RpState, NpState]:
+    rng = np.random.default_rng(seed)
+    rows = len(batch)
+    rp = RpState.new((rows, flows), 200_000.0, batch)
+    rp.rc[:] = rng.uniform(1_000.0, 200_000.0, (rows, flows))
+    rp.rt[:] = np.maximum(rp.rc, rng.uniform(1_000.0, 200_000.0, (rows, flows)))
+    rp.alpha[:] = rng.uniform(0.0, 1.0, (rows, flows))
+    rp.timer_stage[:] = rng.integers(0, 8, (rows, flows))
+    rp.byte_stage[:] = rng.integers(0, 8, (rows, flows))
+    rp.seen_cnp[:] = rng.random((rows, flows)) < 0.5
+    return rp, NpState.new((rows, flows))
+
+
+@pytest.mark.parametrize("dt", [1.0, 4.0, 2.5])
+def test_the_kernel_applies_the_reference_rules_to_the_bit(dt: float) -> None:
+    """Random states, random CNP counts (0-3 per step, several CNPs in one step included), random
+    bytes sent, 300 steps and then one long calm jump: every RP and NP field equal to the bit."""
+    batch = ParamBatch(VARIANTS)
+    rows, flows = len(VARIANTS), 9
+    line = np.full(flows, 200_000.0)
+    line[::3] = 100_000.0
+    ref_rp, ref_np = _random_states(batch, flows, 1)
+    ker_rp, ker_np = _random_states(batch, flows, 1)
+    reference, kernel = NumpyRules(batch), StepKernel(batch)
+    rng = np.random.default_rng(2)
+    cnps_total = 0.0
+    for step in range(300):
+        ce = np.floor(rng.uniform(0, 3.0, (rows, flows)) * (rng.random((rows, flows)) < 0.3))
+        sent = rng.uniform(0, 25_000.0 * dt / 1.0, (rows, flows))
+        cnps_ref = reference.np_step(ref_np, ce, dt)
+        cnps_ker = kernel.np_step(ker_np, ce, dt)
+        assert np.array_equal(cnps_ref, cnps_ker), step
+        arriving = np.roll(cnps_ref, 1, axis=1)
+        cnps_total += arriving.sum()
+        reference.rp_step(ref_rp, arriving, sent, dt, line)
+        kernel.rp_step(ker_rp, arriving, sent, dt, line)
+    span = 977 * dt  # a calm stretch jumped in one call: many timer periods at once
+    reference.rp_step(ref_rp, np.zeros((rows, flows)), np.full((rows, flows), 1e7), span, line)
+    kernel.rp_step(ker_rp, np.zeros((rows, flows)), np.full((rows, flows), 1e7), span, line)
+    assert cnps_total > 100  # the CNP branches ran
+    assert ref_rp.now_us == ker_rp.now_us and ref_np.now_us == ker_np.now_us
+    for name in RP_FIELDS:
+        np.testing.assert_array_equal(getattr(ker_rp, name), getattr(ref_rp, name), err_msg=name)
+    np.testing.assert_array_equal(ker_np.next_cnp_us, ref_np.next_cnp_us)
+
+
+def _figures(m: RunMetrics) -> dict[str, object]:
+    return {f.name: getattr(m, f.name) for f in dataclasses.fields(m)}
+
+
+def _short(scenario: Scenario, measure_us: float) -> Scenario:
+    return dataclasses.replace(scenario, warmup_us=500.0, measure_us=measure_us, drain_us=500.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("index", "seed", "measure_us"), [(0, 1, 3_000.0), (3, 2, 2_000.0), (4, 3, 2_000.0)])
+def test_whole_runs_on_the_kernel_equal_the_reference_in_every_figure(
+    index: int, seed: int, measure_us: float
+) -> None:
+    """incast-16, allreduce+short and mixed-speed (PFC pauses there), three parameter sets in one
+    batch: every figure of every row's RunMetrics, and every port counter, equal to the bit."""
+    scenario = _short(suite(seed)[index], measure_us)
+    params = [DcqcnParams(), DcqcnParams.paper(), VARIANTS[3]]
+    results = []
+    for rules in (NumpyRules, StepKernel):
+        engine = Engine(
+            scenario.topology,
+            scenario.flows,
+            params,
+            scenario.config,
+            measure_from_us=scenario.warmup_us,
+            rules=rules,
+        )
+        engine.run(scenario.end_us)
+        engine.recorder.stop_us = engine.now_us
+        engine.drain(scenario.end_us + scenario.drain_us)
+        results.append(
+            ([_figures(run_metrics(engine, row)) for row in range(len(params))], engine.port_counters())
+        )
+    (ref_metrics, ref_ports), (ker_metrics, ker_ports) = results
+    assert ref_ports["cnp_handled"].sum() > 100  # DCQCN cut rates in this run
+    assert ker_metrics == ref_metrics
+    for name, values in ref_ports.items():
+        np.testing.assert_array_equal(ker_ports[name], values, err_msg=name)
+
+
+def test_the_cache_goes_to_the_first_writable_directory(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    env = {"NETD_CACHE_DIR": str(blocked), "STATE_DIRECTORY": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    assert cache_dir(env) == tmp_path / "state" / "numba"  # NETD_CACHE_DIR/numba cannot be created
+    assert (tmp_path / "state" / "numba").is_dir()
+    assert cache_dir({"HOME": str(tmp_path)}) == tmp_path / ".cache" / "netd" / "numba"
+    assert cache_dir({"NUMBA_CACHE_DIR": str(tmp_path / "mine")}) == tmp_path / "mine"
+    assert cache_dir({"NUMBA_CACHE_DIR": str(blocked / "x")}) is None  # preset but unusable: no cache
+
+
+_RUN_A_STEP = """
+import numpy as np
+from cc.model import DcqcnParams, ParamBatch, NpState, RpState
+from cc.sim.kernel import StepKernel
+batch = ParamBatch([DcqcnParams()])
+kernel = StepKernel(batch)
+rp, nps = RpState.new((1, 2), 1e5, batch), NpState.new((1, 2))
+kernel.rp_step(rp, kernel.np_step(nps, np.ones((1, 2)), 1.0), np.zeros((1, 2)), 1.0, np.full(2, 1e5))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_the_compiled_kernels_instead_of_compiling(tmp_path: Path) -> None:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DEBUG_CACHE": "1"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _RUN_A_STEP], env=env, capture_output=True, text=True, check=True
+        )
+        for _ in range(2)
+    ]
+    assert "data saved" in runs[0].stdout and "data loaded" not in runs[0].stdout
+    assert "data loaded" in runs[1].stdout and "data saved" not in runs[1].stdout
+    assert list(tmp_path.rglob("kernel._rp_kernel-*.nbi"))
