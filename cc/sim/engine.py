@@ -37,7 +37,7 @@ import numpy as np
 from cc.model import DcqcnParams, ParamBatch
 from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
-from cc.sim.kernel import DcqcnRules, StepKernel
+from cc.sim.kernel import DcqcnRules, Egress, PauseLimits, StepKernel
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
 from cc.sim.recorder import Recorder
@@ -119,7 +119,22 @@ class Engine(FlowState):
         any_lossless = bool(net.key_lossless.any())
         self._xoff_floor = float(batch.xoff_bytes.min()) if any_lossless else math.inf
         self._xon_ratio_floor = float(self._xon_ratio.min())
-        self._pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
+        pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
+        buf = self.buffer
+        self._pause_limits = PauseLimits(
+            self._xoff, self._lossy_inf, self._xon_ratio, self._key_cap, net.key_headroom, buf.counted,
+            buf.counted_switch, buf.ingress_col, buf.pool, buf.alpha, buf.n_switches,
+        )  # fmt: skip
+        self._egress = Egress(
+            net.K + 1,
+            net.link_cap_bytes,
+            net.P,
+            self._kmin_ramp,
+            self._slope,
+            pmax,
+            self._kmax,
+            self._kmin_floor,
+        )
 
     # -- running -------------------------------------------------------------------------------
     def run(self, until_us: float) -> None:
@@ -147,10 +162,10 @@ class Engine(FlowState):
         return self._next is None and not self.active.any()
 
     def _step(self) -> None:
-        net, st, rec, rules = self.net, self.slots, self.recorder, self.rules
+        st, rec, rules = self.slots, self.recorder, self.rules
         dt, t = self.config.dt_us, self.t
         now = t * dt
-        B, F, K1 = self.batch, st.capacity, net.K + 1
+        B, F = self.batch, st.capacity
         phase = t % st.depth
         ring = self.ring
         arrived_b, arrived_m, delivered, delivered_m = ring.arrivals(phase)
@@ -161,27 +176,9 @@ class Engine(FlowState):
         emit_b, emit_m = ring.hop_bytes[phase], ring.hop_marks[phase]
 
         # 1-2. switch egress: serve, mark at dequeue, forward
-        qlen = np.bincount(st.queue_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
-        standing = qlen
-        marking = False
-        if np.count_nonzero(qlen):
-            departed = self._serve(qlen, seen)
-            standing = qlen - departed
-            share = (departed / np.maximum(qlen, 1e-12)).take(st.queue_index)  # empty queue: 0 / tiny
-            out = np.multiply(self.backlog, share, out=emit_b)
-            out_m = np.multiply(self.marked, share, out=emit_m)
-            self.backlog -= out
-            self.marked -= out_m
-            # a byte leaving during the step saw, on average, what stays plus half of what leaves
-            seen_queue = standing + 0.5 * departed
-            if float(seen_queue.max()) > self._kmin_floor:
-                marking = True
-                mark = self._red(seen_queue)
-                out_m += (out - out_m) * mark.take(st.queue_index)
-        else:
-            departed = self._no_departures
-            emit_b.fill(0.0)
-            emit_m.fill(0.0)
+        standing, departed, marking = rules.egress(
+            self.backlog, self.marked, st.queue_flat, seen, self._egress, emit_b, emit_m
+        )
         rec.on_queues(now, dt, standing, departed)
 
         # 3. receivers: CE marks -> NP -> CNPs on their way back
@@ -189,9 +186,8 @@ class Engine(FlowState):
         self.acc["rx_bytes"] += delivered
         marked_any = bool(np.count_nonzero(delivered_m))
         if marked_any:
-            ce = np.floor(delivered_m / MTU_BYTES + self._uniform(t))
+            ce, cnps = rules.np_step(self.np_state, delivered_m, self.config.seed, st.flow_id, t, dt)
             self.acc["ecn_marked"] += ce
-            cnps = rules.np_step(self.np_state, ce, dt)
             if np.count_nonzero(cnps):
                 self.acc["cnp_sent"] += cnps
                 slot = (t + st.cnp_delay) % self.cnp_depth
@@ -231,48 +227,15 @@ class Engine(FlowState):
 
     _cnp_live = 0
 
-    def _red(self, queue: np.ndarray) -> np.ndarray:
-        """:func:`cc.model.dcqcn.red_mark_probability` with the per-key ramp precomputed (same curve)."""
-        mark = ((queue - self._kmin_ramp) * self._slope).clip(0.0, self._pmax)
-        mark[queue > self._kmax] = 1.0
-        return mark
-
-    def _serve(self, qlen: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
-        """Bytes each egress queue sends this step: line rate, strict priority, nothing if paused."""
-        net = self.net
-        if net.P == 1:
-            departed = np.minimum(qlen, self._key_cap)
-            if seen is not None:
-                departed[seen] = 0.0
-            return departed
-        B, L, P = qlen.shape[0], net.n_links, net.P
-        budget = np.broadcast_to(net.link_cap_bytes, (B, L)).copy()
-        per_prio = qlen[:, :-1].reshape(B, L, P)
-        blocked = None if seen is None else seen[:, :-1].reshape(B, L, P)
-        out = np.zeros((B, L, P))
-        for pi in range(P):  # priorities are ordered highest first
-            take = np.minimum(per_prio[:, :, pi], budget)
-            if blocked is not None:
-                take[blocked[:, :, pi]] = 0.0
-            budget -= take
-            out[:, :, pi] = take
-        return np.concatenate((out.reshape(B, L * P), qlen[:, -1:]), axis=1)
-
     def _inject(self, seen: np.ndarray | None) -> np.ndarray:
         """Bytes each flow's NIC sends this step."""
-        st, dt = self.slots, self.config.dt_us
-        rate = np.minimum(self.rp.rc, st.demand)
-        rate *= self.active
-        if seen is not None:
-            rate *= ~seen.take(st.src_key_flat)
-        if self.shared_nic:
-            load = np.bincount(st.src_port_flat.reshape(-1), rate.reshape(-1), minlength=self.port_line.size)
-            rate *= np.minimum(1.0, self.port_line / np.maximum(load, 1e-9)).take(st.src_port_flat)
-        sent = np.minimum(rate * (dt / 8.0), self.owed)
-        self.owed -= sent
-        self.sent += sent
-        self.acc["tx_bytes"] += sent
-        return sent
+        st = self.slots
+        paused = None if seen is None else seen.take(st.src_key_flat)
+        ports = st.src_port_flat if self.shared_nic else None
+        return self.rules.send(
+            self.rp.rc, st.demand, self.active, paused, ports, self.port_line, self.config.dt_us,
+            self.owed, self.sent, self.acc["tx_bytes"],
+        )  # fmt: skip
 
     def _pfc_and_drops(self, t: int, standing: np.ndarray) -> None:
         st = self.slots
@@ -295,18 +258,14 @@ class Engine(FlowState):
             occupancy = self._occupancy()
         if not self.pfc.live and float(occupancy.max()) <= floor:
             return
-        xoff = np.minimum(self._xoff, self.buffer.ingress_limit(occupancy) + self._lossy_inf)
-        was = self.pfc.paused
-        paused = (occupancy > xoff) | (was & (occupancy > xoff * self._xon_ratio))
-        # What an ingress holds in the shared pool stays there when its dynamic XOFF falls as the
-        # pool fills: only what arrives after XOFF goes to the headroom. So a pause's drop level is
-        # set when it begins, at XOFF or at what the ingress held before this step's arrivals (at
-        # most a link's worth per step), whichever is higher, and kept while the pause lasts.
-        level = np.where(was, self._pause_level, np.maximum(xoff, occupancy - self._key_cap))
-        self._pause_level = np.where(paused, level, np.inf)
-        beyond = occupancy - (level + self.net.key_headroom)
-        if beyond.max() > 0:  # headroom exhausted: the lossless promise is broken
-            ratio = np.divide(np.maximum(beyond, 0.0), occupancy, out=np.zeros_like(beyond), where=beyond > 0)
+        # XOFF: the static one or the ingress's dynamic share of its switch's free pool, whichever
+        # is lower; XON at XOFF x xon_ratio. What an ingress holds in the shared pool stays there
+        # when its dynamic XOFF falls as the pool fills: only what arrives after XOFF goes to the
+        # headroom. So a pause's drop level is set when it begins, at XOFF or at what the ingress
+        # held before this step's arrivals (at most a link's worth per step), whichever is higher,
+        # and kept while the pause lasts (self._pause_level).
+        paused, ratio = self.rules.pause(occupancy, self.pfc.paused, self._pause_level, self._pause_limits)
+        if ratio is not None:  # headroom exhausted: the lossless promise is broken
             self._drop(ratio.take(st.ingress_index))
         self.pfc.decide(t, paused)
 

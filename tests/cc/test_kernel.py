@@ -18,6 +18,7 @@ from cc.model.dcqcn import int_power
 from cc.sim import Engine, RunMetrics, Scenario, run_metrics
 from cc.sim.jit import cache_dir
 from cc.sim.kernel import StepKernel
+from cc.sim.network import MTU_BYTES
 from tests.cc.reference import NumpyRules
 
 RP_FIELDS = (
@@ -77,12 +78,14 @@ def test_the_kernel_applies_the_reference_rules_to_the_bit(dt: float) -> None:
     reference, kernel = NumpyRules(batch), StepKernel(batch)
     rng = np.random.default_rng(2)
     cnps_total = 0.0
+    flow_ids = np.arange(flows) * 7919
+    flow_ids[4] = -1  # a free column
     for step in range(300):
-        ce = np.floor(rng.uniform(0, 3.0, (rows, flows)) * (rng.random((rows, flows)) < 0.3))
+        marked = rng.uniform(0, 3 * MTU_BYTES, (rows, flows)) * (rng.random((rows, flows)) < 0.3)
         sent = rng.uniform(0, 25_000.0 * dt / 1.0, (rows, flows))
-        cnps_ref = reference.np_step(ref_np, ce, dt)
-        cnps_ker = kernel.np_step(ker_np, ce, dt)
-        assert np.array_equal(cnps_ref, cnps_ker), step
+        ce_ref, cnps_ref = reference.np_step(ref_np, marked, 2**63 + 5, flow_ids, step, dt)
+        ce_ker, cnps_ker = kernel.np_step(ker_np, marked, 2**63 + 5, flow_ids, step, dt)
+        assert np.array_equal(ce_ref, ce_ker) and np.array_equal(cnps_ref, cnps_ker), step
         arriving = np.roll(cnps_ref, 1, axis=1)
         cnps_total += arriving.sum()
         reference.rp_step(ref_rp, arriving, sent, dt, line)
@@ -95,6 +98,34 @@ def test_the_kernel_applies_the_reference_rules_to_the_bit(dt: float) -> None:
     for name in RP_FIELDS:
         np.testing.assert_array_equal(getattr(ker_rp, name), getattr(ref_rp, name), err_msg=name)
     np.testing.assert_array_equal(ker_np.next_cnp_us, ref_np.next_cnp_us)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("paused", [False, True])
+def test_the_kernel_sends_what_the_reference_nic_sends(shared: bool, paused: bool) -> None:
+    """Rates capped by demand, idle and paused flows silent, shared ports split in proportion, and
+    no flow sending more than it owes."""
+    batch = ParamBatch(VARIANTS[:3])
+    rng = np.random.default_rng(4)
+    rows, flows, ports = 3, 11, 4
+    rc = rng.uniform(1e3, 2e5, (rows, flows))
+    demand = rng.uniform(1e3, 2e5, flows)
+    active = rng.random((rows, flows)) < 0.8
+    pause = rng.random((rows, flows)) < 0.3 if paused else None
+    port_of = rng.integers(0, ports, (rows, flows)) + np.arange(rows)[:, None] * ports if shared else None
+    port_line = rng.uniform(1e4, 1e5, rows * ports)
+    owed = rng.uniform(0, 2e4, (rows, flows))
+    owed[0, 0] = np.inf
+    books = [[owed.copy(), rng.uniform(0, 1e6, (rows, flows)), np.zeros((rows, flows))] for _ in range(2)]
+    books[1][1] = books[0][1].copy()
+    sent = [
+        rules(batch).send(rc, demand, active, pause, port_of, port_line, 4.0, *book)
+        for rules, book in zip((NumpyRules, StepKernel), books, strict=True)
+    ]
+    assert np.count_nonzero(sent[0]) > flows
+    np.testing.assert_array_equal(sent[1], sent[0])
+    for ker, ref in zip(books[1], books[0], strict=True):
+        np.testing.assert_array_equal(ker, ref)
 
 
 def _figures(m: RunMetrics) -> dict[str, object]:
@@ -155,7 +186,9 @@ from cc.sim.kernel import StepKernel
 batch = ParamBatch([DcqcnParams()])
 kernel = StepKernel(batch)
 rp, nps = RpState.new((1, 2), 1e5, batch), NpState.new((1, 2))
-kernel.rp_step(rp, kernel.np_step(nps, np.ones((1, 2)), 1.0), np.zeros((1, 2)), 1.0, np.full(2, 1e5))
+ce, cnps = kernel.np_step(nps, np.full((1, 2), 5000.0), 1, np.arange(2), 0, 1.0)
+kernel.rp_step(rp, cnps, np.zeros((1, 2)), 1.0, np.full(2, 1e5))
+kernel.send(rp.rc, np.full(2, 1e5), np.ones((1, 2), bool), None, None, np.ones(1), 1.0, *np.ones((3, 1, 2)))
 """
 
 
