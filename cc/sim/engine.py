@@ -37,7 +37,7 @@ import numpy as np
 from cc.model import DcqcnParams, ParamBatch
 from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
-from cc.sim.kernel import DcqcnRules, Egress, PauseLimits, StepKernel
+from cc.sim.kernel import Egress, PauseLimits, StepKernel, StepParts
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
 from cc.sim.recorder import Recorder
@@ -52,8 +52,8 @@ class Engine(FlowState):
 
     ``flows`` is a sequence (recorded per flow, for FCTs) or an endless iterator sorted by start
     time (then ``priorities`` and nothing is recorded per flow). ``measure_from_us`` excludes a
-    warm-up from the recorder's figures. ``rules`` builds the DCQCN rules of a parameter batch: the
-    compiled :class:`cc.sim.kernel.StepKernel`; tests pass the numpy reference to compare.
+    warm-up from the recorder's figures. ``parts`` builds the compiled parts of the step for a
+    parameter batch (:class:`cc.sim.kernel.StepKernel`); tests pass the numpy reference to compare.
     """
 
     def __init__(
@@ -67,9 +67,9 @@ class Engine(FlowState):
         measure_from_us: float = 0.0,
         trace_us: float | None = None,
         measure_queues: bool = True,
-        rules: Callable[[ParamBatch], DcqcnRules] = StepKernel,
+        parts: Callable[[ParamBatch], StepParts] = StepKernel,
     ) -> None:
-        self._make_rules = rules
+        self._make_parts = parts
         config = config or SimConfig()
         batch = ParamBatch.of(params)
         listed = list(flows) if isinstance(flows, Sequence) else None
@@ -102,7 +102,7 @@ class Engine(FlowState):
         if len(batch) != self.batch:
             raise ValueError(f"{len(batch)} parameter sets for a batch of {self.batch}")
         self.params = batch
-        self.rules = self._make_rules(batch)
+        self.parts = self._make_parts(batch)
         net = self.net
         scale = net.key_ecn_scale[None, :]
         self._kmin = np.where(batch.ecn_enabled, batch.kmin_bytes * scale, np.inf)
@@ -162,31 +162,28 @@ class Engine(FlowState):
         return self._next is None and not self.active.any()
 
     def _step(self) -> None:
-        st, rec, rules = self.slots, self.recorder, self.rules
+        st, rec, parts = self.slots, self.recorder, self.parts
         dt, t = self.config.dt_us, self.t
         now = t * dt
         B, F = self.batch, st.capacity
         phase = t % st.depth
         ring = self.ring
-        arrived_b, arrived_m, delivered, delivered_m = ring.arrivals(phase)
-        self.backlog += arrived_b
-        self.marked += arrived_m
+        delivered_m, marked_any = parts.arrive(
+            ring, phase, self.backlog, self.marked, self.delivered, self.acc["rx_bytes"]
+        )
         seen = self.pfc.seen(t)
         # this step's emissions go to the ring slot written depth steps ago, read for the last time
         emit_b, emit_m = ring.hop_bytes[phase], ring.hop_marks[phase]
 
         # 1-2. switch egress: serve, mark at dequeue, forward
-        standing, departed, marking = rules.egress(
+        standing, departed, marking = parts.egress(
             self.backlog, self.marked, st.queue_flat, seen, self._egress, emit_b, emit_m
         )
         rec.on_queues(now, dt, standing, departed)
 
         # 3. receivers: CE marks -> NP -> CNPs on their way back
-        self.delivered += delivered
-        self.acc["rx_bytes"] += delivered
-        marked_any = bool(np.count_nonzero(delivered_m))
         if marked_any:
-            ce, cnps = rules.np_step(self.np_state, delivered_m, self.config.seed, st.flow_id, t, dt)
+            ce, cnps = parts.np_step(self.np_state, delivered_m, self.config.seed, st.flow_id, t, dt)
             self.acc["ecn_marked"] += ce
             if np.count_nonzero(cnps):
                 self.acc["cnp_sent"] += cnps
@@ -206,7 +203,7 @@ class Engine(FlowState):
                 arriving.fill(0.0)
                 self.acc["cnp_handled"] += cnp_in
         sent = self._inject(seen)
-        rules.rp_step(self.rp, cnp_in, sent, dt, st.line)
+        parts.rp_step(self.rp, cnp_in, sent, dt, st.line)
         ring.nic_bytes[phase] = sent
 
         # 5. PFC decisions and drops, on what stays in the buffers
@@ -232,7 +229,7 @@ class Engine(FlowState):
         st = self.slots
         paused = None if seen is None else seen.take(st.src_key_flat)
         ports = st.src_port_flat if self.shared_nic else None
-        return self.rules.send(
+        return self.parts.send(
             self.rp.rc, st.demand, self.active, paused, ports, self.port_line, self.config.dt_us,
             self.owed, self.sent, self.acc["tx_bytes"],
         )  # fmt: skip
@@ -264,7 +261,7 @@ class Engine(FlowState):
         # headroom. So a pause's drop level is set when it begins, at XOFF or at what the ingress
         # held before this step's arrivals (at most a link's worth per step), whichever is higher,
         # and kept while the pause lasts (self._pause_level).
-        paused, ratio = self.rules.pause(occupancy, self.pfc.paused, self._pause_level, self._pause_limits)
+        paused, ratio = self.parts.pause(occupancy, self.pfc.paused, self._pause_level, self._pause_limits)
         if ratio is not None:  # headroom exhausted: the lossless promise is broken
             self._drop(ratio.take(st.ingress_index))
         self.pfc.decide(t, paused)
@@ -326,7 +323,7 @@ class Engine(FlowState):
         self.owed -= moved
         self.acc["tx_bytes"] += moved
         self.acc["rx_bytes"] += moved
-        self.rules.rp_step(self.rp, self.zero_bf, moved, span, self.slots.line)
+        self.parts.rp_step(self.rp, self.zero_bf, moved, span, self.slots.line)
         self.np_state.now_us += span
         self.recorder.on_calm(self.t * dt, span, steps, self._last_departed, self.busy_dt / dt)
         self.t += steps

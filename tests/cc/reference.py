@@ -10,10 +10,11 @@ from cc.model import NpState, ParamBatch, RpState, np_step, rp_step
 from cc.sim.draws import uniform
 from cc.sim.kernel import Egress, PauseLimits
 from cc.sim.network import MTU_BYTES
+from cc.sim.ring import EmissionRing
 
 
-class NumpyRules:
-    """:class:`cc.sim.kernel.DcqcnRules` over :func:`cc.model.dcqcn.np_step` and ``rp_step``."""
+class NumpyStep:
+    """:class:`cc.sim.kernel.StepParts` in numpy: :func:`cc.model.dcqcn.np_step` and ``rp_step``."""
 
     def __init__(self, params: ParamBatch) -> None:
         self.params = params
@@ -29,6 +30,29 @@ class NumpyRules:
     ) -> tuple[np.ndarray, np.ndarray]:
         ce = np.floor(marked / MTU_BYTES + uniform(seed, flow_ids, t))
         return ce, np_step(state, ce, dt_us, self._widened(ce.shape[1]))
+
+    def arrive(
+        self,
+        ring: EmissionRing,
+        phase: int,
+        backlog: np.ndarray,
+        marked: np.ndarray,
+        delivered: np.ndarray,
+        rx: np.ndarray,
+    ) -> tuple[np.ndarray, bool]:
+        hop_i, rx_i, hop_j, rx_j, (hw, hp), (rw, rp) = ring.gathers(phase)
+        hop_b, hop_m = ring.bytes.take(hop_i), ring.marks.take(hop_i)
+        rx_b, rx_m = ring.bytes.take(rx_i), ring.marks.take(rx_i)
+        if ring.fractional:
+            hop_b = ring.bytes.take(hop_j) * hp + hop_b * hw
+            hop_m = ring.marks.take(hop_j) * hp + hop_m * hw
+            rx_b = ring.bytes.take(rx_j) * rp + rx_b * rw
+            rx_m = ring.marks.take(rx_j) * rp + rx_m * rw
+        backlog += hop_b
+        marked += hop_m
+        delivered += rx_b
+        rx += rx_b
+        return rx_m, bool(np.count_nonzero(rx_m))
 
     def egress(
         self,

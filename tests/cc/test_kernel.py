@@ -1,5 +1,6 @@
-"""The compiled step kernel (cc.sim.kernel) against the numpy reference rules (cc.model.dcqcn):
-the same bits, flow by flow and over whole runs; and where its compiled code is kept."""
+"""The compiled parts of the step (cc.sim.kernel) against the numpy reference (cc.model.dcqcn's
+rules, tests/cc/reference.py's mechanics): the same bits, part by part and over whole runs; and
+where the compiled code is kept."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from cc.sim import Engine, RunMetrics, Scenario, run_metrics
 from cc.sim.jit import cache_dir
 from cc.sim.kernel import StepKernel
 from cc.sim.network import MTU_BYTES
-from tests.cc.reference import NumpyRules
+from tests.cc.reference import NumpyStep
 
 RP_FIELDS = (
     "rc",
@@ -75,7 +76,7 @@ def test_the_kernel_applies_the_reference_rules_to_the_bit(dt: float) -> None:
     line[::3] = 100_000.0
     ref_rp, ref_np = _random_states(batch, flows, 1)
     ker_rp, ker_np = _random_states(batch, flows, 1)
-    reference, kernel = NumpyRules(batch), StepKernel(batch)
+    reference, kernel = NumpyStep(batch), StepKernel(batch)
     rng = np.random.default_rng(2)
     cnps_total = 0.0
     flow_ids = np.arange(flows) * 7919
@@ -119,8 +120,8 @@ def test_the_kernel_sends_what_the_reference_nic_sends(shared: bool, paused: boo
     books = [[owed.copy(), rng.uniform(0, 1e6, (rows, flows)), np.zeros((rows, flows))] for _ in range(2)]
     books[1][1] = books[0][1].copy()
     sent = [
-        rules(batch).send(rc, demand, active, pause, port_of, port_line, 4.0, *book)
-        for rules, book in zip((NumpyRules, StepKernel), books, strict=True)
+        parts(batch).send(rc, demand, active, pause, port_of, port_line, 4.0, *book)
+        for parts, book in zip((NumpyStep, StepKernel), books, strict=True)
     ]
     assert np.count_nonzero(sent[0]) > flows
     np.testing.assert_array_equal(sent[1], sent[0])
@@ -146,14 +147,14 @@ def test_whole_runs_on_the_kernel_equal_the_reference_in_every_figure(
     scenario = _short(suite(seed)[index], measure_us)
     params = [DcqcnParams(), DcqcnParams.paper(), VARIANTS[3]]
     results = []
-    for rules in (NumpyRules, StepKernel):
+    for parts in (NumpyStep, StepKernel):
         engine = Engine(
             scenario.topology,
             scenario.flows,
             params,
             scenario.config,
             measure_from_us=scenario.warmup_us,
-            rules=rules,
+            parts=parts,
         )
         engine.run(scenario.end_us)
         engine.recorder.stop_us = engine.now_us
@@ -204,4 +205,21 @@ def test_a_second_process_loads_the_compiled_kernels_instead_of_compiling(tmp_pa
     ]
     assert "data saved" in runs[0].stdout and "data loaded" not in runs[0].stdout
     assert "data loaded" in runs[1].stdout and "data saved" not in runs[1].stdout
-    assert list(tmp_path.rglob("kernel._rp_kernel-*.nbi"))
+    assert list(tmp_path.rglob("kernel_rules.rp_kernel-*.nbi"))
+
+
+@pytest.mark.slow
+def test_numba_is_loaded_only_by_a_process_that_simulates() -> None:
+    """The daemon imports the tuner (and so cc.sim) at start; numba's ~50 MB come with the first
+    engine, not with the import."""
+    code = (
+        "import sys, cc.sim, cc.tune\n"
+        "before = 'numba' in sys.modules\n"
+        "from cc.model import DcqcnParams\n"
+        "from cc.sim import Engine, FlowSpec, single_bottleneck\n"
+        "Engine(single_bottleneck(2), [FlowSpec(1, 0, 0.0, size_bytes=1e4)], DcqcnParams())\n"
+        "print(before, 'numba' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

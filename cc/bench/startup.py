@@ -1,0 +1,77 @@
+"""What the compiled step kernel costs a process that starts: ``sim_speed.kernel_startup`` of
+``python -m cc.bench --json``.
+
+Each figure comes from a fresh interpreter (a child process), because imports and numba's compiled
+code are per process: the time to import numba and the simulator, the first short run with an empty
+numba cache (every kernel compiled: what the first start on a host pays) and with the cache that run
+left (what every later start pays), and the peak RSS of the process after that run against one that
+imports only numpy and the numpy DCQCN rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["kernel_startup"]
+
+_BASELINE = """
+import json, resource, time
+t0 = time.perf_counter()
+import numpy, cc.model
+print(json.dumps({"import_s": time.perf_counter() - t0,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+_RUN = """
+import json, resource, time
+t0 = time.perf_counter()
+import numba
+t1 = time.perf_counter()
+from cc.model import DcqcnParams
+from cc.sim import SimConfig, incast, run_metrics, single_bottleneck
+from cc.sim.engine import Engine
+t2 = time.perf_counter()
+# an 8:1 incast long enough for marks, CNPs and PFC pauses: every kernel and its variants compiled
+engine = Engine(single_bottleneck(9), incast(0, list(range(1, 9)), 2e6, 0.0),
+                [DcqcnParams(), DcqcnParams(xoff_bytes=60_000, xon_bytes=40_000)], SimConfig(dt_us=1.0))
+engine.run(300.0)
+run_metrics(engine)
+t3 = time.perf_counter()
+print(json.dumps({"import_numba_s": t1 - t0, "import_sim_s": t2 - t1, "first_run_s": t3 - t2,
+                  "paused": bool(engine.recorder.pause_us_always.any()),
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _child(code: str, env: dict[str, str]) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def kernel_startup() -> dict[str, Any]:
+    """Import, compile and load times (s) and peak RSS (MB) of fresh processes."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="cc-bench-numba-") as cache:
+        env["NUMBA_CACHE_DIR"] = cache
+        compiling = _child(_RUN, env)
+        cached = _child(_RUN, env)
+    baseline = _child(_BASELINE, env)
+    return {
+        "import_numba_s": round(cached["import_numba_s"], 3),
+        "import_sim_s": round(cached["import_sim_s"], 3),
+        "first_run_s_compiling": round(compiling["first_run_s"], 3),
+        "first_run_s_cached": round(cached["first_run_s"], 3),
+        "pfc_paths_compiled": compiling["paused"],
+        "rss_mb_numpy_rules_only": round(baseline["rss_mb"], 1),
+        "rss_mb_after_compiling": round(compiling["rss_mb"], 1),
+        "rss_mb_after_cached_run": round(cached["rss_mb"], 1),
+    }
