@@ -176,8 +176,8 @@ class Engine(FlowState):
         emit_b, emit_m = ring.hop_bytes[phase], ring.hop_marks[phase]
 
         # 1-2. switch egress: serve, mark at dequeue, forward
-        standing, departed, marking = parts.egress(
-            self.backlog, self.marked, st.queue_flat, seen, self._egress, emit_b, emit_m
+        standing, departed, marking, held, left = parts.egress(
+            self.backlog, self.marked, st.queue_flat, st.ingress_flat, seen, self._egress, emit_b, emit_m
         )
         rec.on_queues(now, dt, standing, departed)
 
@@ -207,7 +207,7 @@ class Engine(FlowState):
         ring.nic_bytes[phase] = sent
 
         # 5. PFC decisions and drops, on what stays in the buffers
-        self._pfc_and_drops(t, standing)
+        self._pfc_and_drops(t, standing, held, left)
         rec.on_pause(now, dt, seen)
         rec.on_busy(now, self.busy_dt)
         self.t = t + 1
@@ -234,20 +234,22 @@ class Engine(FlowState):
             self.owed, self.sent, self.acc["tx_bytes"],
         )  # fmt: skip
 
-    def _pfc_and_drops(self, t: int, standing: np.ndarray) -> None:
+    def _pfc_and_drops(self, t: int, standing: np.ndarray, held: np.ndarray, left: float) -> None:
+        """``held``: what each ingress holds now; ``left``: the bytes in all queues."""
         st = self.slots
-        occupancy = None
+        occupancy: np.ndarray | None = held
         if self._any_lossy:
-            occupancy = self._occupancy()
-            cap = np.minimum(self.config.lossy_buffer_bytes, self.buffer.egress_limit(occupancy))
+            cap = np.minimum(self.config.lossy_buffer_bytes, self.buffer.egress_limit(held))
             over = np.where(self._lossy, standing - cap, 0.0)
             if over.max() > 0:
                 ratio = np.divide(np.maximum(over, 0.0), standing, out=np.zeros_like(over), where=over > 0)
                 self._drop(ratio.take(st.queue_index))
                 occupancy = None  # the drops changed it
         # no ingress of any row can be above its XON while fewer bytes than that are buffered
-        # anywhere, and then nothing needs pausing (pfc.paused is all clear) and nothing drops
-        total = float(standing.sum())
+        # anywhere, and then nothing needs pausing (pfc.paused is all clear) and nothing drops.
+        # (A bound with the XON/XOFF ratio's margin below any pause: how ``left`` was summed,
+        # sequentially or pairwise, cannot change a decision.)
+        total = left
         floor = self._xon_ratio_floor * min(self._xoff_floor, self.buffer.lower_bound(total))
         if not self.pfc.live and total <= floor:
             return

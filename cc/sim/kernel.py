@@ -69,11 +69,12 @@ class StepParts(Protocol):
         backlog: Floats,
         marked: Floats,
         queue_flat: NDArray[np.int64],
+        ingress_flat: NDArray[np.int64],
         seen: NDArray[np.bool_] | None,
         egress: Egress,
         emit_b: Floats,
         emit_m: Floats,
-    ) -> tuple[Floats, Floats, bool]: ...
+    ) -> tuple[Floats, Floats, bool, Floats, float]: ...
     def pause(
         self, occupancy: Floats, was: NDArray[np.bool_], level: Floats, limits: PauseLimits
     ) -> tuple[NDArray[np.bool_], Floats | None]: ...
@@ -135,22 +136,32 @@ class StepKernel:
         backlog: Floats,
         marked: Floats,
         queue_flat: NDArray[np.int64],
+        ingress_flat: NDArray[np.int64],
         seen: NDArray[np.bool_] | None,
         egress: Egress,
         emit_b: Floats,
         emit_m: Floats,
-    ) -> tuple[Floats, Floats, bool]:
+    ) -> tuple[Floats, Floats, bool, Floats, float]:
         """Switch egress (the engine's steps 1-2): bytes leave ``backlog``/``marked`` into
         ``emit_b``/``emit_m``; returns what stays in each queue and what left it, ``(rows, keys)``
-        each, and whether any queue was deep enough to mark."""
+        each, whether any queue was deep enough to mark, what each ingress holds afterwards
+        ``(rows, keys)``, and the bytes left in all queues (a bound for PFC's early exit)."""
         e = egress
         rows = backlog.shape[0]
         standing, departed = np.zeros(rows * e.keys), np.empty(rows * e.keys)
-        marking = self._fabric.egress_kernel(
-            backlog, marked, queue_flat, seen, e.keys, e.link_cap, e.prios, e.kmin, e.slope, e.pmax, e.kmax,
-            e.kmin_floor, emit_b, emit_m, standing, departed,
+        held = np.zeros(rows * e.keys)
+        marking, left = self._fabric.egress_kernel(
+            backlog, marked, queue_flat, ingress_flat, seen, e.keys, e.link_cap, e.prios, e.kmin, e.slope,
+            e.pmax, e.kmax, e.kmin_floor, emit_b, emit_m, standing, departed, held,
         )  # fmt: skip
-        return standing.reshape(rows, e.keys), departed.reshape(rows, e.keys), bool(marking)
+        shape = (rows, e.keys)
+        return (
+            standing.reshape(shape),
+            departed.reshape(shape),
+            bool(marking),
+            held.reshape(shape),
+            float(left),
+        )
 
     def pause(
         self, occupancy: Floats, was: NDArray[np.bool_], level: Floats, limits: PauseLimits

@@ -48,8 +48,8 @@ def arrive_kernel(wire, wire_marks, hop_i, rx_i, hop_j, rx_j, hop_w, rx_w, fract
 
 
 @kernel
-def egress_kernel(backlog, marked, queue_flat, seen, keys, link_cap, prios, kmin, slope, pmax, kmax,
-                   kmin_floor, emit_b, emit_m, qlen, departed):  # fmt: skip
+def _serve(backlog, marked, queue_flat, seen, keys, link_cap, prios, kmin, slope, pmax, kmax,
+           kmin_floor, emit_b, emit_m, qlen, departed):  # fmt: skip
     """Steps 1-2 of the engine: every egress queue serves at line rate (strict priority, nothing if
     paused), each flow's share leaves in proportion, and leaving bytes are CE-marked with the RED
     probability of the queue they saw. ``qlen`` comes zeroed and leaves holding what stays; both it
@@ -105,6 +105,25 @@ def egress_kernel(backlog, marked, queue_flat, seen, keys, link_cap, prios, kmin
     for i in range(bl.size):
         em[i] += (eb[i] - em[i]) * share[queue_flat[i]]
     return True
+
+
+@kernel
+def egress_kernel(backlog, marked, queue_flat, ingress_flat, seen, keys, link_cap, prios, kmin, slope, pmax,
+                  kmax, kmin_floor, emit_b, emit_m, qlen, departed, held):  # fmt: skip
+    """:func:`_serve`, then what each ingress holds in its switch afterwards (``held``, zeroed, flat
+    over (row, key): what PFC decides on) and the bytes left in all queues. Returns (any queue
+    could mark, bytes left). The sum is sequential, not numpy's pairwise one: the engine only
+    compares it with a bound below which nothing can pause, where a last-bit difference decides
+    nothing."""
+    marking = _serve(backlog, marked, queue_flat, seen, keys, link_cap, prios, kmin, slope, pmax, kmax,
+                     kmin_floor, emit_b, emit_m, qlen, departed)  # fmt: skip
+    bl = backlog.reshape(-1)
+    for i in range(bl.size):  # the order np.bincount adds in
+        held[ingress_flat[i]] += bl[i]
+    left = 0.0
+    for j in range(qlen.size):
+        left += qlen[j]
+    return marking, left
 
 
 @kernel

@@ -59,6 +59,21 @@ class NumpyStep:
         backlog: np.ndarray,
         marked: np.ndarray,
         queue_flat: np.ndarray,
+        ingress_flat: np.ndarray,
+        seen: np.ndarray | None,
+        egress: Egress,
+        emit_b: np.ndarray,
+        emit_m: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray, float]:
+        standing, departed, marking = self._egress(backlog, marked, queue_flat, seen, egress, emit_b, emit_m)
+        held = np.bincount(ingress_flat, backlog.reshape(-1), minlength=standing.size).reshape(standing.shape)
+        return standing, departed, marking, held, float(standing.sum())
+
+    def _egress(
+        self,
+        backlog: np.ndarray,
+        marked: np.ndarray,
+        queue_flat: np.ndarray,
         seen: np.ndarray | None,
         egress: Egress,
         emit_b: np.ndarray,
