@@ -37,7 +37,7 @@ import numpy as np
 from cc.model import DcqcnParams, ParamBatch
 from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
-from cc.sim.kernel import Egress, PauseLimits, StepKernel, StepParts
+from cc.sim.kernel import Egress, PauseLimits, StepKernel
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
 from cc.sim.recorder import Recorder
@@ -67,7 +67,7 @@ class Engine(FlowState):
         measure_from_us: float = 0.0,
         trace_us: float | None = None,
         measure_queues: bool = True,
-        parts: Callable[[ParamBatch], StepParts] = StepKernel,
+        parts: Callable[[ParamBatch], StepKernel] = StepKernel,
     ) -> None:
         self._make_parts = parts
         config = config or SimConfig()

@@ -5,13 +5,13 @@ each 0.4-1.5 µs of overhead at the simulator's sizes whatever the work. The hot
 numba loops (:mod:`cc.sim.kernel_rules`: CE draws, NP and RP; :mod:`cc.sim.kernel_fabric`:
 arrivals, switch egress, NIC, PFC), with the same arithmetic in the same order as the numpy code
 they replace, which the tests keep as the reference (tests/cc/reference.py implements
-:class:`StepParts` in numpy) and compare bit for bit. The engine keeps the bookkeeping around them
+:class:`StepKernel`'s methods in numpy) and compare bit for bit. The engine keeps the bookkeeping around them
 (admission, completion, the recorder, calm-stretch jumps), where numpy calls are rare.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from cc.model import NpState, ParamBatch, RpState
 from cc.sim.ring import EmissionRing
 
-__all__ = ["Egress", "PauseLimits", "StepKernel", "StepParts"]
+__all__ = ["Egress", "PauseLimits", "StepKernel"]
 
 Floats = NDArray[np.float64]
 MASK = 0xFFFFFFFFFFFFFFFF  # the draws hash 64-bit seeds and steps
@@ -54,51 +54,12 @@ class PauseLimits(NamedTuple):
     n_switches: int
 
 
-class StepParts(Protocol):
-    """The parts of a step the engine runs compiled: :class:`StepKernel` in production (the tests
-    also run the numpy reference through this interface, to compare)."""
-
-    def np_step(
-        self, state: NpState, marked: Floats, seed: int, flow_ids: NDArray[np.int64], t: int, dt_us: float
-    ) -> tuple[Floats, Floats]: ...
-    def arrive(
-        self, ring: EmissionRing, phase: int, backlog: Floats, marked: Floats, delivered: Floats, rx: Floats
-    ) -> tuple[Floats, bool]: ...
-    def egress(
-        self,
-        backlog: Floats,
-        marked: Floats,
-        queue_flat: NDArray[np.int64],
-        ingress_flat: NDArray[np.int64],
-        seen: NDArray[np.bool_] | None,
-        egress: Egress,
-        emit_b: Floats,
-        emit_m: Floats,
-    ) -> tuple[Floats, Floats, bool, Floats, float]: ...
-    def pause(
-        self, occupancy: Floats, was: NDArray[np.bool_], level: Floats, limits: PauseLimits
-    ) -> tuple[NDArray[np.bool_], Floats | None]: ...
-    def send(
-        self,
-        rc: Floats,
-        demand: Floats,
-        active: NDArray[np.bool_],
-        paused: NDArray[np.bool_] | None,
-        ports: NDArray[np.int64] | None,
-        port_line: Floats,
-        dt_us: float,
-        owed: Floats,
-        sent_total: Floats,
-        tx: Floats,
-    ) -> Floats: ...
-    def rp_step(self, state: RpState, cnps: Floats, sent: Floats, dt_us: float, line: Floats) -> None: ...
-
-
 class StepKernel:
-    """The DCQCN rules of one batch of parameter sets, as the engine calls them each step."""
+    """The parts of a step the engine runs compiled, for one batch of parameter sets (the tests'
+    numpy reference, tests/cc/reference.py, overrides each method)."""
 
     def __init__(self, params: ParamBatch) -> None:
-        # numba comes with these modules, so only a process that simulates loads it (~50 MB of
+        # numba comes with these modules, so only a process that simulates loads it (~116 MB of
         # RSS and 0.2-0.6 s; the daemon imports the tuner, which simulates only when it decides)
         from cc.sim import kernel_fabric, kernel_rules
 

@@ -8,15 +8,17 @@ import numpy as np
 
 from cc.model import NpState, ParamBatch, RpState, np_step, rp_step
 from cc.sim.draws import uniform
-from cc.sim.kernel import Egress, PauseLimits
+from cc.sim.kernel import Egress, PauseLimits, StepKernel
 from cc.sim.network import MTU_BYTES
 from cc.sim.ring import EmissionRing
 
 
-class NumpyStep:
-    """:class:`cc.sim.kernel.StepParts` in numpy: :func:`cc.model.dcqcn.np_step` and ``rp_step``."""
+class NumpyStep(StepKernel):
+    """:class:`cc.sim.kernel.StepKernel`'s parts in numpy (:func:`cc.model.dcqcn.np_step` and
+    ``rp_step`` for the rules)."""
 
     def __init__(self, params: ParamBatch) -> None:
+        super().__init__(params)
         self.params = params
         self._wide = params
 

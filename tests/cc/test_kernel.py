@@ -16,24 +16,24 @@ import pytest
 from cc.bench.scenarios import suite
 from cc.model import DcqcnParams, NpState, ParamBatch, RpState
 from cc.model.dcqcn import int_power
-from cc.sim import Engine, RunMetrics, Scenario, run_metrics
+from cc.sim import (
+    Engine,
+    FlowSpec,
+    RunMetrics,
+    Scenario,
+    SimConfig,
+    Topology,
+    incast,
+    long_flows,
+    run_metrics,
+    single_bottleneck,
+)
 from cc.sim.jit import cache_dir
 from cc.sim.kernel import StepKernel
 from cc.sim.network import MTU_BYTES
 from tests.cc.reference import NumpyStep
 
-RP_FIELDS = (
-    "rc",
-    "rt",
-    "alpha",
-    "alpha_timer_us",
-    "inc_timer_us",
-    "byte_counter",
-    "timer_stage",
-    "byte_stage",
-    "next_cut_us",
-    "seen_cnp",
-)
+RP_FIELDS = [f.name for f in dataclasses.fields(RpState) if f.name != "now_us"]
 
 # parameter sets that take every branch of the rules: clamp flags, first-CNP rate, byte counter off,
 # alpha periods that do and do not divide the step, ungated CNPs, F = 5 (fast recovery)
@@ -223,3 +223,43 @@ def test_numba_is_loaded_only_by_a_process_that_simulates() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def _both(
+    topo: Topology, flows: list[FlowSpec], params: list[DcqcnParams], config: SimConfig, until: float
+) -> tuple[dict[str, np.ndarray], float]:
+    """Run on the numpy reference and on the kernel; assert every figure and counter equal.
+    Returns the kernel run's port counters and its µs of pause summed over keys."""
+    results = []
+    for parts in (NumpyStep, StepKernel):
+        engine = Engine(topo, flows, params, config, parts=parts)
+        engine.drain(until)
+        counters = engine.port_counters()
+        results.append(([_figures(run_metrics(engine, row)) for row in range(len(params))], counters))
+    assert results[1][0] == results[0][0]
+    for name, values in results[0][1].items():
+        np.testing.assert_array_equal(results[1][1][name], values, err_msg=name)
+    return results[1][1], float(engine.recorder.pause_us_always.sum())
+
+
+@pytest.mark.slow
+def test_drops_lossy_queues_and_strict_priority_run_the_same_on_the_kernel() -> None:
+    """The paths the suite's runs do not take: headroom overflowing (lossless drops, NAKs), lossy
+    tail drops and timeouts, and two priorities on one link, the lower one paused."""
+    no_ecn = dataclasses.replace(DcqcnParams(), pmax=0.0)
+    rows = [no_ecn, DcqcnParams()]
+    long = long_flows([(i, 0) for i in range(1, 9)], stop_us=1_500.0)
+    tight = SimConfig(dt_us=1.0, headroom_scale=0.2)
+    counters, _ = _both(single_bottleneck(8, delay_us=5.0), long, rows, tight, 3_000.0)
+    assert counters["out_of_sequence"][0].sum() > 0 and counters["nak"][0].sum() > 0
+    lossy = SimConfig(dt_us=1.0, pfc=False, lossy_buffer_bytes=5e5)
+    counters, _ = _both(single_bottleneck(8), incast(0, list(range(1, 9)), 1e6), rows, lossy, 8_000.0)
+    assert counters["timeouts"][0].sum() > 0
+    two = [
+        FlowSpec(1, 0, 0.0, stop_us=1_500.0, priority=3, key=1),
+        FlowSpec(2, 0, 0.0, stop_us=1_500.0, priority=5, key=2),
+    ]
+    _, paused_us = _both(
+        single_bottleneck(2), two, rows, SimConfig(dt_us=1.0, lossless_priorities=(3, 5)), 2_000.0
+    )
+    assert paused_us > 0
