@@ -165,7 +165,6 @@ class Engine(FlowState):
         st, rec, parts = self.slots, self.recorder, self.parts
         dt, t = self.config.dt_us, self.t
         now = t * dt
-        B, F = self.batch, st.capacity
         phase = t % st.depth
         ring = self.ring
         delivered_m, marked_any = parts.arrive(
@@ -183,12 +182,11 @@ class Engine(FlowState):
 
         # 3. receivers: CE marks -> NP -> CNPs on their way back
         if marked_any:
-            ce, cnps = parts.np_step(self.np_state, delivered_m, self.config.seed, st.flow_id, t, dt)
-            self.acc["ecn_marked"] += ce
-            if np.count_nonzero(cnps):
-                self.acc["cnp_sent"] += cnps
-                slot = (t + st.cnp_delay) % self.cnp_depth
-                self.cnp_ring.reshape(-1)[slot * (B * F) + st.cnp_base] += cnps
+            acc = self.acc
+            if parts.np_step(
+                self.np_state, delivered_m, self.config.seed, st.flow_id, t, dt, acc["ecn_marked"],
+                acc["cnp_sent"], self.cnp_ring, st.cnp_delay,
+            ):  # fmt: skip
                 self._cnp_live = self.cnp_depth
         else:
             self.np_state.now_us += dt

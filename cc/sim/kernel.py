@@ -68,16 +68,30 @@ class StepKernel:
         self.byte_on = bool(np.any(params.rp_byte_reset))  # as the reference: counters kept if any row counts
 
     def np_step(
-        self, state: NpState, marked: Floats, seed: int, flow_ids: NDArray[np.int64], t: int, dt_us: float
-    ) -> tuple[Floats, Floats]:
-        """CE packets ``floor(marked / MTU + u)`` with u from :func:`cc.sim.draws.uniform`, and the
-        CNPs :func:`cc.model.dcqcn.np_step` sends for them: ``(ce, cnps)``."""
+        self,
+        state: NpState,
+        marked: Floats,
+        seed: int,
+        flow_ids: NDArray[np.int64],
+        t: int,
+        dt_us: float,
+        ecn: Floats,
+        cnp_sent: Floats,
+        cnp_ring: Floats,
+        cnp_delay: NDArray[np.int64],
+    ) -> bool:
+        """CE packets ``floor(marked / MTU + u)`` with u from :func:`cc.sim.draws.uniform`, added to
+        ``ecn``, and the CNPs :func:`cc.model.dcqcn.np_step` sends for them, added to ``cnp_sent``
+        and to ``cnp_ring[(t + cnp_delay) % depth]``, where the senders find them. Returns whether
+        any CNP was sent."""
         draws = np.empty(flow_ids.size)
         self._rules.uniform_into(np.uint64(seed & MASK), flow_ids, np.uint64(t & MASK), draws)
-        ce, cnps = np.empty_like(marked), np.empty_like(marked)
-        self._rules.np_kernel(state.next_cnp_us, marked, draws, state.now_us, dt_us, self.table, ce, cnps)
+        sent = self._rules.np_kernel(
+            state.next_cnp_us, marked, draws, state.now_us, dt_us, self.table, ecn, cnp_sent, cnp_ring, t,
+            cnp_delay,
+        )  # fmt: skip
         state.now_us += dt_us
-        return ce, cnps
+        return bool(sent)
 
     def arrive(
         self, ring: EmissionRing, phase: int, backlog: Floats, marked: Floats, delivered: Floats, rx: Floats

@@ -115,24 +115,30 @@ def uniform_into(seed, flow_ids, step, out):
 
 
 @kernel
-def np_kernel(next_cnp, marked, draws, now, dt, table, ce, cnps):
-    """CE packets from marked bytes, stochastically rounded (the engine's step 3), then
-    :func:`cc.model.dcqcn.np_step`: CNPs per flow, at most one per ``np_min_time_between_cnps``."""
+def np_kernel(next_cnp, marked, draws, now, dt, table, ecn, cnp_sent, ring, t, delay):
+    """CE packets from marked bytes, stochastically rounded (the engine's step 3), counted in
+    ``ecn``; then :func:`cc.model.dcqcn.np_step`: CNPs per flow, at most one per
+    ``np_min_time_between_cnps``, counted in ``cnp_sent`` and put on their way back (``ring``,
+    arriving ``delay`` steps after step ``t``). Returns whether any CNP was sent."""
     rows, flows = marked.shape
+    depth = ring.shape[0]
+    sent_any = False
     for b in range(rows):
         gap = table[b, _CNP_GAP]
         for f in range(flows):
             count = np.floor(marked[b, f] / MTU_BYTES + draws[f])
-            ce[b, f] = count
             if count > 0:
+                ecn[b, f] += count
                 start = max(next_cnp[b, f], now)
                 n = count
                 if gap > 0:
                     n = min(max(np.ceil((now + dt - start) / gap), 0.0), count)
                 next_cnp[b, f] = start + n * gap
-                cnps[b, f] = n
-            else:
-                cnps[b, f] = 0.0
+                if n > 0:
+                    cnp_sent[b, f] += n
+                    ring[(t + delay[f]) % depth, b, f] += n
+                    sent_any = True
+    return sent_any
 
 
 @kernel

@@ -28,10 +28,29 @@ class NumpyStep(StepKernel):
         return self._wide
 
     def np_step(
-        self, state: NpState, marked: np.ndarray, seed: int, flow_ids: np.ndarray, t: int, dt_us: float
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self,
+        state: NpState,
+        marked: np.ndarray,
+        seed: int,
+        flow_ids: np.ndarray,
+        t: int,
+        dt_us: float,
+        ecn: np.ndarray,
+        cnp_sent: np.ndarray,
+        cnp_ring: np.ndarray,
+        cnp_delay: np.ndarray,
+    ) -> bool:
         ce = np.floor(marked / MTU_BYTES + uniform(seed, flow_ids, t))
-        return ce, np_step(state, ce, dt_us, self._widened(ce.shape[1]))
+        ecn += ce
+        cnps = np_step(state, ce, dt_us, self._widened(ce.shape[1]))
+        if not np.count_nonzero(cnps):
+            return False
+        cnp_sent += cnps
+        rows, flows = cnps.shape
+        slot = (t + cnp_delay) % cnp_ring.shape[0]
+        cell = np.arange(rows)[:, None] * flows + np.arange(flows)[None, :]
+        cnp_ring.reshape(-1)[slot * (rows * flows) + cell] += cnps
+        return True
 
     def arrive(
         self,
