@@ -59,7 +59,7 @@ class StepKernel:
     numpy reference, tests/cc/reference.py, overrides each method)."""
 
     def __init__(self, params: ParamBatch) -> None:
-        # numba comes with these modules, so only a process that simulates loads it (~116 MB of
+        # numba comes with these modules, so only a process that simulates loads it (~120 MB of
         # RSS and 0.2-0.6 s; the daemon imports the tuner, which simulates only when it decides)
         from cc.sim import kernel_fabric, kernel_rules
 
