@@ -65,8 +65,9 @@ def warm_cache() -> Engine:
     """Run every compiled kernel in each of its argument-type variants (paused keys or none, NIC
     ports shared or not), so that numba's cache holds them all: `.ci/setup-host` calls it, and a
     daemon or test started afterwards on the host loads the machine code instead of compiling.
-    An 8:1 incast plus a second flow from one sender, long enough for marks, CNPs and PFC pauses."""
-    flows = [*incast(0, list(range(1, 9)), 2e6, 0.0), FlowSpec(1, 0, 0.0, size_bytes=2e6)]
+    An 8:1 incast, long enough for marks, CNPs and PFC pauses, and from 150 µs on a second flow
+    from one sender (ports shared from then on)."""
+    flows = [*incast(0, list(range(1, 9)), 2e6, 0.0), FlowSpec(1, 0, 150.0, size_bytes=2e6)]
     paused = DcqcnParams(xoff_bytes=60_000, xon_bytes=40_000)
     engine = Engine(single_bottleneck(9), flows, [DcqcnParams(), paused], SimConfig(dt_us=1.0))
     engine.run(300.0)
