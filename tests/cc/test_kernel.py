@@ -260,3 +260,15 @@ def test_drops_lossy_queues_and_strict_priority_run_the_same_on_the_kernel() -> 
         single_bottleneck(2), two, rows, SimConfig(dt_us=1.0, lossless_priorities=(3, 5)), 2_000.0
     )
     assert paused_us > 0
+
+
+@pytest.mark.slow
+def test_the_startup_benchmark_compiles_once_then_loads() -> None:
+    from cc.bench.startup import kernel_startup
+
+    doc = kernel_startup()
+    assert doc["pfc_paths_compiled"]
+    # one run: loading from the cache is a small fraction of compiling (5-25 s against 0.2-0.8 here)
+    assert doc["first_run_s_cached"] < doc["first_run_s_compiling"] / 3
+    baseline, cached = doc["rss_mb_numpy_rules_only"][0], doc["rss_mb_after_cached_run"][0]
+    assert 0 < baseline < cached  # numba's share is what docs/benchmarks.md weighs
