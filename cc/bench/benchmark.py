@@ -19,6 +19,7 @@ Simulator speed is simulated flow·µs per CPU second (process time): flows in t
 summed over the rows of a batch, for a 64-flow leaf-spine scenario under persistent congestion
 (no calm stretch to jump over): once for a single parameter set at the suite's 1 µs step, once for
 a batch of 16 parameter sets at the tuner's step — the way the tuner uses the simulator.
+``kernel_startup`` is what the compiled step costs a starting process (:mod:`cc.bench.startup`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from cc.bench.scenarios import SUITE, check_names, suite
+from cc.bench.startup import kernel_startup
 from cc.model import DcqcnParams
 from cc.sim import (
     Engine,
@@ -260,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scenarios": [] if args.no_suite else [seeded_report(n, seeds, args.nic_only) for n in names],
     }
     if not args.no_speed:
-        doc["sim_speed"] = sim_speed()
+        doc["sim_speed"] = {**sim_speed(), "kernel_startup": kernel_startup()}
     json.dump(doc, sys.stdout, indent=2)
     print()
     return 0

@@ -110,10 +110,25 @@ def _paced(
         gated = np.greater(interval, 0)
         slots = np.ceil((t0 + dt - start) / np.where(gated, interval, 1.0))
         n = np.where(gated, np.minimum(count, np.maximum(slots, 0.0)), count)
-    # Where nothing passed, ``start`` is max(next_allowed, t0): a gate that was already open stays
-    # open for every later step, so writing it back changes nothing.
-    np.add(start, n * interval, out=next_allowed)
+    # Only a gate that saw events moves: a flow's gate never depends on whether other flows (or
+    # other rows of a batch) had events, so the compiled step can update it flow by flow.
+    np.add(start, n * interval, out=next_allowed, where=np.greater(count, 0))
     return n
+
+
+def int_power(base: Value, n: Floats) -> Floats:
+    """``base ** n`` for whole ``n`` >= 0 by binary exponentiation: the same multiplications in the
+    same order as :mod:`cc.sim.kernel`'s compiled step, so both give the same bits. (numpy's SIMD
+    ``exp``/``log``/``power`` and libm's differ in the last bit on a few % of inputs.)"""
+    result = np.ones_like(n)
+    square = np.broadcast_to(np.asarray(base, dtype=np.float64), result.shape).copy()
+    left = n.copy()
+    while np.count_nonzero(left > 0):
+        odd = np.fmod(left, 2.0) == 1.0
+        np.multiply(result, square, out=result, where=odd)
+        left = np.floor(left * 0.5)
+        square *= square
+    return result
 
 
 @dataclass(slots=True)
@@ -202,7 +217,7 @@ def rate_cut(state: RpState, cuts: Floats, params: RpParams, line_rate_mbps: Val
         clamp = cut & increased
     np.copyto(state.rt, state.rc, where=clamp | first)
     keep = np.maximum(1.0 - params.cut_scale * state.alpha, params.min_keep)
-    state.rc *= np.exp(cuts * np.log(keep))  # keep ** cuts: c cuts in one step, without a slow pow
+    state.rc *= int_power(keep, cuts)  # c cuts in one step
     first_rate = params.rp_rate_to_set_on_first_cnp
     if constants.first_rate_on:
         forced = np.minimum(first_rate, line_rate_mbps)
@@ -211,12 +226,10 @@ def rate_cut(state: RpState, cuts: Floats, params: RpParams, line_rate_mbps: Val
     state.seen_cnp |= cut
 
 
-def alpha_on_cnp(state: RpState, cnps: Floats, g: Value, log_keep: Value | None = None) -> None:
-    """On CNP: "alpha <- (1 - g) alpha + g"; c CNPs compose to 1 - (1 - g)^c (1 - alpha).
-    ``log_keep``: log(1 - g), when the caller has it already."""
-    if log_keep is None:
-        log_keep = np.log1p(-g)
-    state.alpha[:] = 1.0 - np.exp(cnps * log_keep) * (1.0 - state.alpha)  # (1 - g)^c
+def alpha_on_cnp(state: RpState, cnps: Floats, g: Value) -> None:
+    """On CNP: "alpha <- (1 - g) alpha + g"; c CNPs compose to 1 - (1 - g)^c (1 - alpha)."""
+    raised = 1.0 - int_power(1.0 - g, cnps) * (1.0 - state.alpha)
+    np.copyto(state.alpha, raised, where=np.greater(cnps, 0))
 
 
 def alpha_decay(state: RpState, dt_us: Value, period_us: Value, g: Value) -> None:
@@ -224,19 +237,18 @@ def alpha_decay(state: RpState, dt_us: Value, period_us: Value, g: Value) -> Non
     ``dt_us`` may be 0 where a CNP came in the step: its timer restarted, so no period expires."""
     state.alpha_timer_us += dt_us
     periods = np.floor(state.alpha_timer_us / period_us)
-    state.alpha *= (1.0 - g) ** periods
+    state.alpha *= int_power(1.0 - g, periods)
     state.alpha_timer_us -= periods * period_us
 
 
 class _Constants(NamedTuple):
     """Per-(params, dt) values the step needs, computed once: the rules run thousands of times."""
 
-    alpha_decay: Value | None  # (1 - g)^(dt / K) when every row's K divides dt exactly, else None
+    alpha_decay: Floats | None  # (1 - g)^(dt / K) when every row's K divides dt exactly, else None
     byte_divisor: Value  # rp_byte_reset, with inf where the byte counter is off
     byte_counter_on: bool
     first_rate_on: bool
     cnp_gated: bool  # every row paces CNPs (np_min_time_between_cnps > 0)
-    log_keep_alpha: Value  # log(1 - g): c CNPs keep (1 - g)^c of 1 - alpha
     # Flags set in every row (True), in none (False), or only in some (None): the rules take the
     # general path only for None, and skip a flag's operations where it is the same everywhere.
     clamp_every_cut: bool | None  # rp_clamp_tgt_rate: Rt <- Rc on every cut
@@ -249,12 +261,13 @@ def _constants(params: RpParams, dt_us: float) -> _Constants:
     exact = bool(np.all(ratio == np.floor(ratio)))
     reset = np.asarray(params.rp_byte_reset, dtype=np.float64)
     return _Constants(
-        alpha_decay=(1.0 - params.g) ** np.floor(ratio) if exact else None,
+        alpha_decay=int_power(1.0 - np.asarray(params.g, dtype=np.float64), np.floor(ratio))
+        if exact
+        else None,
         byte_divisor=np.where(reset > 0, reset, np.inf),
         byte_counter_on=bool(np.any(reset)),
         first_rate_on=bool(np.any(params.rp_rate_to_set_on_first_cnp)),
         cnp_gated=bool(np.all(np.greater(params.np_min_time_between_cnps, 0))),
-        log_keep_alpha=np.log1p(-np.asarray(params.g, dtype=np.float64)),
         clamp_every_cut=_all_or_none(np.greater(params.rp_clamp_tgt_rate, 0)),
         clamp_after_timer=_all_or_none(np.greater(params.rp_clamp_tgt_rate_ati, 0)),
     )
@@ -312,7 +325,8 @@ def rate_increase(state: RpState, timer: Floats, byte: Floats, params: RpParams)
     )
     gap = state.rt - state.rc
     state.rt += k * step
-    state.rc[:] = state.rt - (step + (gap - step) * np.exp2(-k))  # the gap halves per event
+    halved = state.rt - (step + (gap - step) * np.ldexp(1.0, -k.astype(np.int64)))  # the gap halves per event
+    np.copyto(state.rc, halved, where=k > 0)  # a flow without events keeps Rc to the bit
 
 
 def rp_step(
@@ -341,7 +355,7 @@ def rp_step(
         period = params.rp_rate_reduce_monitor_period  # >= 1 µs by its range
         cuts = _paced(cnps, state.next_cut_us, state.now_us, dt_us, period, positive=True)
         rate_cut(state, cuts, params, line_rate_mbps)
-        alpha_on_cnp(state, cnps, g, constants.log_keep_alpha)
+        alpha_on_cnp(state, cnps, g)
         state.alpha_timer_us *= quiet
     else:
         cuts = cnps  # all zero: no cut
@@ -351,7 +365,7 @@ def rp_step(
     decay = constants.alpha_decay
     if decay is not None:  # every alpha period fits the step a whole number of times: no timer to keep
         if any_cnp:
-            state.alpha *= 1.0 - quiet * (1.0 - decay)
+            state.alpha *= np.where(quiet > 0, decay, 1.0)
         else:
             state.alpha *= decay
     else:

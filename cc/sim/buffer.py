@@ -36,17 +36,18 @@ class SharedBuffer:
         switches = max(1, net.topology.n_nodes - net.topology.n_ports)
         self.n_switches = switches
         ingress, egress = net.key_ingress_switch, net.key_egress_switch
-        self._counted = np.flatnonzero(ingress >= 0)
+        self.counted = np.flatnonzero(ingress >= 0)  # keys whose bytes sit in a switch's pool
+        self.counted_switch = ingress[self.counted]
         rows = np.arange(batch)[:, None] * switches
-        self._bins = (rows + ingress[self._counted][None, :]).ravel()
+        self._bins = (rows + self.counted_switch[None, :]).ravel()
         self._batch = batch
         # keys outside any switch read a column of +inf: no dynamic limit there
-        self._ingress_col = np.where(ingress >= 0, ingress, switches)
+        self.ingress_col = np.where(ingress >= 0, ingress, switches)
         self._egress_col = np.where(egress >= 0, egress, switches)
 
     def _share(self, occupancy: Floats) -> Floats:
         """``alpha`` x each switch's free pool, ``(batch, switches + 1)``, the last column inf."""
-        held = occupancy[:, self._counted].ravel()
+        held = occupancy[:, self.counted].ravel()
         used = np.bincount(self._bins, held, minlength=self._batch * self.n_switches)
         free = np.maximum(self.pool - used.reshape(self._batch, self.n_switches), 0.0)
         share = np.empty((self._batch, self.n_switches + 1))
@@ -56,7 +57,7 @@ class SharedBuffer:
 
     def ingress_limit(self, occupancy: Floats) -> Floats:
         """The dynamic threshold of each ingress key, ``(batch, keys)``, given what every ingress holds."""
-        return self._share(occupancy).take(self._ingress_col, axis=1)
+        return self._share(occupancy).take(self.ingress_col, axis=1)
 
     def egress_limit(self, occupancy: Floats) -> Floats:
         """The same for the switch each egress key leaves from."""

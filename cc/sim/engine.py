@@ -10,8 +10,9 @@ Each step of ``dt`` µs, in this order:
 3. receivers count CE packets (expected marks, stochastically rounded) and their NP paces CNPs,
    which travel back over the path's propagation delay;
 4. each sender's RP handles the CNPs that arrived and takes its timer and byte-counter events
-   (:func:`cc.model.dcqcn.rp_step`); the NIC sends at the resulting rates (flows sharing a NIC port split
-   it in proportion; a paused port sends nothing), and the bytes start crossing the first link;
+   (:func:`cc.model.dcqcn.rp_step`, compiled in :mod:`cc.sim.kernel`); the NIC sends at the
+   resulting rates (flows sharing a NIC port split it in proportion; a paused port sends
+   nothing), and the bytes start crossing the first link;
 5. PFC: each switch ingress (link, priority) holding more than its XOFF — the parameters' XOFF or
    its dynamic share of the switch's free shared buffer, whichever is lower (:mod:`cc.sim.buffer`) —
    pauses its upstream (a switch egress queue or a NIC) until it falls below XON; the pause reaches
@@ -29,13 +30,14 @@ one closed-form jump.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from cc.model import DcqcnParams, ParamBatch, np_step, rp_step
+from cc.model import DcqcnParams, ParamBatch
 from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
+from cc.sim.kernel import Egress, PauseLimits, StepKernel
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
 from cc.sim.recorder import Recorder
@@ -50,7 +52,8 @@ class Engine(FlowState):
 
     ``flows`` is a sequence (recorded per flow, for FCTs) or an endless iterator sorted by start
     time (then ``priorities`` and nothing is recorded per flow). ``measure_from_us`` excludes a
-    warm-up from the recorder's figures.
+    warm-up from the recorder's figures. ``parts`` builds the compiled parts of the step for a
+    parameter batch (:class:`cc.sim.kernel.StepKernel`); tests pass the numpy reference to compare.
     """
 
     def __init__(
@@ -64,7 +67,9 @@ class Engine(FlowState):
         measure_from_us: float = 0.0,
         trace_us: float | None = None,
         measure_queues: bool = True,
+        parts: Callable[[ParamBatch], StepKernel] = StepKernel,
     ) -> None:
+        self._make_parts = parts
         config = config or SimConfig()
         batch = ParamBatch.of(params)
         listed = list(flows) if isinstance(flows, Sequence) else None
@@ -97,7 +102,7 @@ class Engine(FlowState):
         if len(batch) != self.batch:
             raise ValueError(f"{len(batch)} parameter sets for a batch of {self.batch}")
         self.params = batch
-        self._rule_params: ParamBatch | None = None  # widened to the flow columns when first needed
+        self.parts = self._make_parts(batch)
         net = self.net
         scale = net.key_ecn_scale[None, :]
         self._kmin = np.where(batch.ecn_enabled, batch.kmin_bytes * scale, np.inf)
@@ -114,14 +119,22 @@ class Engine(FlowState):
         any_lossless = bool(net.key_lossless.any())
         self._xoff_floor = float(batch.xoff_bytes.min()) if any_lossless else math.inf
         self._xon_ratio_floor = float(self._xon_ratio.min())
-        self._pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
-
-    def _rules(self) -> ParamBatch:
-        """The parameters as the DCQCN rules read them: one value per (row, flow column)."""
-        wide = self._rule_params
-        if wide is None or wide.rp_ai_rate.shape[1] != self.slots.capacity:
-            wide = self._rule_params = self.params.widened(self.slots.capacity)
-        return wide
+        pmax = np.ascontiguousarray(np.broadcast_to(batch.pmax, self._slope.shape))
+        buf = self.buffer
+        self._pause_limits = PauseLimits(
+            self._xoff, self._lossy_inf, self._xon_ratio, self._key_cap, net.key_headroom, buf.counted,
+            buf.counted_switch, buf.ingress_col, buf.pool, buf.alpha, buf.n_switches,
+        )  # fmt: skip
+        self._egress = Egress(
+            net.K + 1,
+            net.link_cap_bytes,
+            net.P,
+            self._kmin_ramp,
+            self._slope,
+            pmax,
+            self._kmax,
+            self._kmin_floor,
+        )
 
     # -- running -------------------------------------------------------------------------------
     def run(self, until_us: float) -> None:
@@ -149,55 +162,31 @@ class Engine(FlowState):
         return self._next is None and not self.active.any()
 
     def _step(self) -> None:
-        net, st, rec, p = self.net, self.slots, self.recorder, self._rules()
+        st, rec, parts = self.slots, self.recorder, self.parts
         dt, t = self.config.dt_us, self.t
         now = t * dt
-        B, F, K1 = self.batch, st.capacity, net.K + 1
         phase = t % st.depth
         ring = self.ring
-        arrived_b, arrived_m, delivered, delivered_m = ring.arrivals(phase)
-        self.backlog += arrived_b
-        self.marked += arrived_m
+        delivered_m, marked_any = parts.arrive(
+            ring, phase, self.backlog, self.marked, self.delivered, self.acc["rx_bytes"]
+        )
         seen = self.pfc.seen(t)
         # this step's emissions go to the ring slot written depth steps ago, read for the last time
         emit_b, emit_m = ring.hop_bytes[phase], ring.hop_marks[phase]
 
         # 1-2. switch egress: serve, mark at dequeue, forward
-        qlen = np.bincount(st.queue_flat, self.backlog.reshape(-1), minlength=B * K1).reshape(B, K1)
-        standing = qlen
-        marking = False
-        if np.count_nonzero(qlen):
-            departed = self._serve(qlen, seen)
-            standing = qlen - departed
-            share = (departed / np.maximum(qlen, 1e-12)).take(st.queue_index)  # empty queue: 0 / tiny
-            out = np.multiply(self.backlog, share, out=emit_b)
-            out_m = np.multiply(self.marked, share, out=emit_m)
-            self.backlog -= out
-            self.marked -= out_m
-            # a byte leaving during the step saw, on average, what stays plus half of what leaves
-            seen_queue = standing + 0.5 * departed
-            if float(seen_queue.max()) > self._kmin_floor:
-                marking = True
-                mark = self._red(seen_queue)
-                out_m += (out - out_m) * mark.take(st.queue_index)
-        else:
-            departed = self._no_departures
-            emit_b.fill(0.0)
-            emit_m.fill(0.0)
+        standing, departed, marking, held, left = parts.egress(
+            self.backlog, self.marked, st.queue_flat, st.ingress_flat, seen, self._egress, emit_b, emit_m
+        )
         rec.on_queues(now, dt, standing, departed)
 
         # 3. receivers: CE marks -> NP -> CNPs on their way back
-        self.delivered += delivered
-        self.acc["rx_bytes"] += delivered
-        marked_any = bool(np.count_nonzero(delivered_m))
         if marked_any:
-            ce = np.floor(delivered_m / MTU_BYTES + self._uniform(t))
-            self.acc["ecn_marked"] += ce
-            cnps = np_step(self.np_state, ce, dt, p)
-            if np.count_nonzero(cnps):
-                self.acc["cnp_sent"] += cnps
-                slot = (t + st.cnp_delay) % self.cnp_depth
-                self.cnp_ring.reshape(-1)[slot * (B * F) + st.cnp_base] += cnps
+            acc = self.acc
+            if parts.np_step(
+                self.np_state, delivered_m, self.config.seed, st.flow_id, t, dt, acc["ecn_marked"],
+                acc["cnp_sent"], self.cnp_ring, st.cnp_delay,
+            ):  # fmt: skip
                 self._cnp_live = self.cnp_depth
         else:
             self.np_state.now_us += dt
@@ -212,11 +201,11 @@ class Engine(FlowState):
                 arriving.fill(0.0)
                 self.acc["cnp_handled"] += cnp_in
         sent = self._inject(seen)
-        rp_step(self.rp, cnp_in, sent, dt, p, st.line)
+        parts.rp_step(self.rp, cnp_in, sent, dt, st.line)
         ring.nic_bytes[phase] = sent
 
         # 5. PFC decisions and drops, on what stays in the buffers
-        self._pfc_and_drops(t, standing)
+        self._pfc_and_drops(t, standing, held, left)
         rec.on_pause(now, dt, seen)
         rec.on_busy(now, self.busy_dt)
         self.t = t + 1
@@ -233,63 +222,32 @@ class Engine(FlowState):
 
     _cnp_live = 0
 
-    def _red(self, queue: np.ndarray) -> np.ndarray:
-        """:func:`cc.model.dcqcn.red_mark_probability` with the per-key ramp precomputed (same curve)."""
-        mark = ((queue - self._kmin_ramp) * self._slope).clip(0.0, self._pmax)
-        mark[queue > self._kmax] = 1.0
-        return mark
-
-    def _serve(self, qlen: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
-        """Bytes each egress queue sends this step: line rate, strict priority, nothing if paused."""
-        net = self.net
-        if net.P == 1:
-            departed = np.minimum(qlen, self._key_cap)
-            if seen is not None:
-                departed[seen] = 0.0
-            return departed
-        B, L, P = qlen.shape[0], net.n_links, net.P
-        budget = np.broadcast_to(net.link_cap_bytes, (B, L)).copy()
-        per_prio = qlen[:, :-1].reshape(B, L, P)
-        blocked = None if seen is None else seen[:, :-1].reshape(B, L, P)
-        out = np.zeros((B, L, P))
-        for pi in range(P):  # priorities are ordered highest first
-            take = np.minimum(per_prio[:, :, pi], budget)
-            if blocked is not None:
-                take[blocked[:, :, pi]] = 0.0
-            budget -= take
-            out[:, :, pi] = take
-        return np.concatenate((out.reshape(B, L * P), qlen[:, -1:]), axis=1)
-
     def _inject(self, seen: np.ndarray | None) -> np.ndarray:
         """Bytes each flow's NIC sends this step."""
-        st, dt = self.slots, self.config.dt_us
-        rate = np.minimum(self.rp.rc, st.demand)
-        rate *= self.active
-        if seen is not None:
-            rate *= ~seen.take(st.src_key_flat)
-        if self.shared_nic:
-            load = np.bincount(st.src_port_flat.reshape(-1), rate.reshape(-1), minlength=self.port_line.size)
-            rate *= np.minimum(1.0, self.port_line / np.maximum(load, 1e-9)).take(st.src_port_flat)
-        sent = np.minimum(rate * (dt / 8.0), self.owed)
-        self.owed -= sent
-        self.sent += sent
-        self.acc["tx_bytes"] += sent
-        return sent
-
-    def _pfc_and_drops(self, t: int, standing: np.ndarray) -> None:
         st = self.slots
-        occupancy = None
+        paused = None if seen is None else seen.take(st.src_key_flat)
+        ports = st.src_port_flat if self.shared_nic else None
+        return self.parts.send(
+            self.rp.rc, st.demand, self.active, paused, ports, self.port_line, self.config.dt_us,
+            self.owed, self.sent, self.acc["tx_bytes"],
+        )  # fmt: skip
+
+    def _pfc_and_drops(self, t: int, standing: np.ndarray, held: np.ndarray, left: float) -> None:
+        """``held``: what each ingress holds now; ``left``: the bytes in all queues."""
+        st = self.slots
+        occupancy: np.ndarray | None = held
         if self._any_lossy:
-            occupancy = self._occupancy()
-            cap = np.minimum(self.config.lossy_buffer_bytes, self.buffer.egress_limit(occupancy))
+            cap = np.minimum(self.config.lossy_buffer_bytes, self.buffer.egress_limit(held))
             over = np.where(self._lossy, standing - cap, 0.0)
             if over.max() > 0:
                 ratio = np.divide(np.maximum(over, 0.0), standing, out=np.zeros_like(over), where=over > 0)
                 self._drop(ratio.take(st.queue_index))
                 occupancy = None  # the drops changed it
         # no ingress of any row can be above its XON while fewer bytes than that are buffered
-        # anywhere, and then nothing needs pausing (pfc.paused is all clear) and nothing drops
-        total = float(standing.sum())
+        # anywhere, and then nothing needs pausing (pfc.paused is all clear) and nothing drops.
+        # (A bound with the XON/XOFF ratio's margin below any pause: how ``left`` was summed,
+        # sequentially or pairwise, cannot change a decision.)
+        total = left
         floor = self._xon_ratio_floor * min(self._xoff_floor, self.buffer.lower_bound(total))
         if not self.pfc.live and total <= floor:
             return
@@ -297,18 +255,14 @@ class Engine(FlowState):
             occupancy = self._occupancy()
         if not self.pfc.live and float(occupancy.max()) <= floor:
             return
-        xoff = np.minimum(self._xoff, self.buffer.ingress_limit(occupancy) + self._lossy_inf)
-        was = self.pfc.paused
-        paused = (occupancy > xoff) | (was & (occupancy > xoff * self._xon_ratio))
-        # What an ingress holds in the shared pool stays there when its dynamic XOFF falls as the
-        # pool fills: only what arrives after XOFF goes to the headroom. So a pause's drop level is
-        # set when it begins, at XOFF or at what the ingress held before this step's arrivals (at
-        # most a link's worth per step), whichever is higher, and kept while the pause lasts.
-        level = np.where(was, self._pause_level, np.maximum(xoff, occupancy - self._key_cap))
-        self._pause_level = np.where(paused, level, np.inf)
-        beyond = occupancy - (level + self.net.key_headroom)
-        if beyond.max() > 0:  # headroom exhausted: the lossless promise is broken
-            ratio = np.divide(np.maximum(beyond, 0.0), occupancy, out=np.zeros_like(beyond), where=beyond > 0)
+        # XOFF: the static one or the ingress's dynamic share of its switch's free pool, whichever
+        # is lower; XON at XOFF x xon_ratio. What an ingress holds in the shared pool stays there
+        # when its dynamic XOFF falls as the pool fills: only what arrives after XOFF goes to the
+        # headroom. So a pause's drop level is set when it begins, at XOFF or at what the ingress
+        # held before this step's arrivals (at most a link's worth per step), whichever is higher,
+        # and kept while the pause lasts (self._pause_level).
+        paused, ratio = self.parts.pause(occupancy, self.pfc.paused, self._pause_level, self._pause_limits)
+        if ratio is not None:  # headroom exhausted: the lossless promise is broken
             self._drop(ratio.take(st.ingress_index))
         self.pfc.decide(t, paused)
 
@@ -369,7 +323,7 @@ class Engine(FlowState):
         self.owed -= moved
         self.acc["tx_bytes"] += moved
         self.acc["rx_bytes"] += moved
-        rp_step(self.rp, self.zero_bf, moved, span, self._rules(), self.slots.line)
+        self.parts.rp_step(self.rp, self.zero_bf, moved, span, self.slots.line)
         self.np_state.now_us += span
         self.recorder.on_calm(self.t * dt, span, steps, self._last_departed, self.busy_dt / dt)
         self.t += steps

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from cc.model import NpState, ParamBatch, RpState
-from cc.sim.draws import uniform
 from cc.sim.network import Network
 from cc.sim.recorder import Recorder
 from cc.sim.ring import EmissionRing
@@ -131,11 +130,6 @@ class FlowState:
         self._route(np.arange(F))
         self.cnp_ring = pad_flows(self.cnp_ring, 2, F)
         self.zero_bf = np.zeros((B, F))
-
-    def _uniform(self, t: int) -> np.ndarray:
-        """One uniform number per column for step ``t``, shared by all rows (common random numbers)
-        and drawn from the stream of the flow in the column, so no row or column placement shifts it."""
-        return uniform(self.config.seed, self.slots.flow_id, t)
 
     # -- flows arriving, stopping, finishing ---------------------------------------------------
     def _admit(self) -> None:

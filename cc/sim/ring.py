@@ -103,17 +103,19 @@ class EmissionRing:
         self._hop_index[k][:, :, cols] = index[..., :H]
         self._rx_index[k][:, :, cols] = index[..., H]
 
-    def arrivals(self, phase: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """This step's arrivals: bytes and marked bytes at each hop ``(batch, capacity, hops)``,
-        then at each receiver ``(batch, capacity)``."""
-        hop_i, rx_i = self._hop_index[0, phase], self._rx_index[0, phase]
-        hop_b, hop_m = self.bytes.take(hop_i), self.marks.take(hop_i)
-        rx_b, rx_m = self.bytes.take(rx_i), self.marks.take(rx_i)
-        if self.fractional:
-            hop_j, rx_j = self._hop_index[1, phase], self._rx_index[1, phase]
-            (hw, hp), (rw, rp) = self._hop_weight, self._rx_weight
-            hop_b = self.bytes.take(hop_j) * hp + hop_b * hw
-            hop_m = self.marks.take(hop_j) * hp + hop_m * hw
-            rx_b = self.bytes.take(rx_j) * rp + rx_b * rw
-            rx_m = self.marks.take(rx_j) * rp + rx_m * rw
-        return hop_b, hop_m, rx_b, rx_m
+    def gathers(
+        self, phase: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Where step ``phase``'s arrivals come from, as flat indices into :attr:`bytes` and
+        :attr:`marks`: at each hop ``(batch, capacity, hops)`` and each receiver ``(batch,
+        capacity)`` from ``lo`` steps ago, the same from ``lo + 1`` steps ago, and the weights of
+        the two ``[whole, part]``, ``(2, capacity, hops)`` and ``(2, capacity)``. A position gets
+        ``earlier * part + later * whole`` when :attr:`fractional`, else ``later``."""
+        return (
+            self._hop_index[0, phase],
+            self._rx_index[0, phase],
+            self._hop_index[1, phase],
+            self._rx_index[1, phase],
+            self._hop_weight,
+            self._rx_weight,
+        )

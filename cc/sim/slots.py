@@ -92,7 +92,6 @@ class SlotTable:
         self.src_key_flat = rows[:, :, 0] * keys + self.src_key[None]
         self.src_port_flat = rows[:, :, 0] * self.n_ports + self.src_port[None]
         self.dst_port_flat = rows[:, :, 0] * self.n_ports + self.dst_port[None]
-        self.cnp_base = np.arange(B)[:, None] * F + np.arange(F)[None, :]
 
     def assign(self, items: list[tuple[FlowSpec, int, CompiledFlow]]) -> np.ndarray:
         """Put flows (spec, id, compiled path) in free columns, all at once; returns the columns.
