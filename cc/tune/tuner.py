@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,19 +74,26 @@ class _Pending:
 Evaluator = Callable[[HostSignals, list[DcqcnParams]], dict[str, list[TwinResult]]]
 """(signals, [current, *candidates]) -> twin name -> one result per parameter set."""
 
+Simulate = Callable[[float, float, Sequence[DcqcnParams], Iterable[int]], dict[str, list[TwinResult]]]
+"""Runs the twins: :func:`~cc.tune.twins.evaluate_replicated`'s signature (the daemon runs it in a
+child process so the compiled simulator's memory never stays in ``netd run``)."""
+
 
 class Tuner:
-    """``evaluator`` replaces the twins' simulation (tests use a synthetic one)."""
+    """``evaluator`` replaces the twins' simulation (tests use a synthetic one); ``simulate`` keeps the
+    twins but runs them elsewhere (the daemon: :class:`netd.tuning.worker.SimulationWorker`)."""
 
     def __init__(
         self,
         bounds: SafetyBounds | None = None,
         policy: TunerPolicy | None = None,
         evaluator: Evaluator | None = None,
+        simulate: Simulate | None = None,
     ) -> None:
         self.bounds = bounds or SafetyBounds()
         self.policy = policy or TunerPolicy()
         self._evaluator = evaluator
+        self._simulate: Simulate = simulate or evaluate_replicated
         self._recent: deque[HostSignals] = deque(maxlen=self.policy.watch)
         self._pending: _Pending | None = None
         self._last_moves: tuple[Move, ...] = ()
@@ -246,7 +253,7 @@ class Tuner:
                 cached = self._evaluator(signals, [current, *candidates])
             else:
                 seeds = range(self.policy.seed, self.policy.seed + self.policy.replications)
-                cached = evaluate_replicated(signals.link_gbps, load, [current, *candidates], seeds)
+                cached = self._simulate(signals.link_gbps, load, [current, *candidates], seeds)
             self.simulation_cpu_s += time.process_time() - started
             if len(self._cache) > 64:
                 self._cache.clear()

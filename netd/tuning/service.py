@@ -32,6 +32,7 @@ from netd.sources.cc_params import discover
 from netd.tuning.applier import Applier, Outcome
 from netd.tuning.journal import Journal, recovery_message
 from netd.tuning.observe import SignalWindow, host_signals
+from netd.tuning.worker import SimulationWorker
 
 __all__ = ["ACTIONS", "TuningService", "params_in_force", "safety_bounds"]
 
@@ -86,7 +87,10 @@ class TuningService:
         self._state = state
         self._clock = clock
         self.bounds = safety_bounds(cfg)
-        self.tuner = Tuner(self.bounds)
+        # the twins run in a child process that exits when idle (netd/tuning/worker.py: the compiled
+        # simulator would otherwise add ~120 MB to the daemon for its whole life)
+        self.worker = SimulationWorker(idle_exit=max(120.0, 4 * cfg.tuning.interval))
+        self.tuner = Tuner(self.bounds, simulate=self.worker)
         trees, self.notes = discover(
             sysfs_root, cfg.tuning.debugfs(sysfs_root), cfg.rdma.include, cfg.rdma.exclude
         )
@@ -120,13 +124,15 @@ class TuningService:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self.worker.close()
 
     def _run(self) -> None:
         while not self._stop.wait(max(self.cfg.interval / 2, 0.1)):
             try:
                 self.step()
             except Exception:  # the daemon outlives a failed decision
-                log.exception("tuning decision failed")
+                if not self._stop.is_set():  # a decision cut short by shutdown is not a failure
+                    log.exception("tuning decision failed")
 
     def step(self) -> Recommendation | None:
         """Take the newest tick's signals; decide when ``tuning.interval`` has passed."""
