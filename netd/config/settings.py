@@ -167,8 +167,16 @@ def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-# NETD_* variables that are not configuration keys: read by the NCCL plugin, the lab or the loader.
-OTHER_VARIABLES = ("NETD_CONFIG", "NETD_API_TOKEN", "NETD_LAB_ROOT", "NETD_NCCL_SOCKET", "NETD_TUNER")
+# NETD_* variables that are not configuration keys: read by the NCCL plugin, the lab, the loader or
+# the simulator's kernel cache (cc/sim/jit.py).
+OTHER_VARIABLES = (
+    "NETD_CONFIG",
+    "NETD_API_TOKEN",
+    "NETD_LAB_ROOT",
+    "NETD_NCCL_SOCKET",
+    "NETD_TUNER",
+    "NETD_CACHE_DIR",
+)
 
 
 def _unknown_variables(environ: Mapping[str, str]) -> list[str]:
