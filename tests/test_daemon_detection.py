@@ -73,7 +73,10 @@ def test_build_detection_choices(mlx5_host) -> None:
         on = build_detection(defaults, collector, emulated=False)
         assert on is not None and on.fast_interval_s == defaults.detect.fast_calm_interval  # calm so far
         assert on.links is None  # a captured tree is not /sys: its netdevs are not this kernel's
-        assert on.pfc_reader is not None and set(on.pfc_reader(["ens1f0np0"])) == {"ens1f0np0"}
+        assert on.pfc_reader is not None
+        got = on.pfc_reader({"ens1f0np0": ("rx_prio3_pause", "tx_prio3_pause")})
+        assert set(got) == {"ens1f0np0"}  # only the wanted statistics of the wanted netdevs
+        assert set(got["ens1f0np0"].stats) == {"rx_prio3_pause", "tx_prio3_pause"}
     finally:
         collector.close()
 

@@ -52,7 +52,7 @@ class NetdevDeltas:
         self._prev: dict[str, tuple[int, dict[str, CounterTrack]]] = {}
         self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
 
-    def _relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
+    def relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
         key = tuple(stats)
         names = self._names.get(key)
         if names is None:
@@ -62,7 +62,7 @@ class NetdevDeltas:
         return names
 
     def has_pfc(self, stats: Mapping[str, int]) -> bool:
-        return any(n.endswith("_pause") for n in self._relevant(stats))
+        return any(n.endswith("_pause") for n in self.relevant(stats))
 
     def update(
         self,
@@ -76,7 +76,7 @@ class NetdevDeltas:
         out: dict[str, tuple[_Layout, dict[str, float]]] = {}
         for netdev, sample in samples.items():
             stats = sample.stats
-            names = self._relevant(stats)
+            names = self.relevant(stats)
             prev = self._prev.get(netdev)
             if prev is None or prev[0] != self._seq - 1:
                 self._prev[netdev] = (self._seq, {n: CounterTrack(stats[n]) for n in names})
@@ -118,6 +118,9 @@ _FIELDS = (
 )
 
 
+_PAUSE = frozenset({"rx_pause_frames", "rx_pause_us", "tx_pause_frames", "tx_pause_us"})
+
+
 @dataclass(frozen=True, slots=True)
 class _Layout:
     """Which stat feeds which field, learnt once per name set by letting parse_signals classify the
@@ -126,6 +129,19 @@ class _Layout:
     priorities: tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
     storm_warning: str | None
     storm_error: str | None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every statistic this layout reads: all the PFC path needs of the netdev."""
+        storm = tuple(n for n in (self.storm_warning, self.storm_error) if n is not None)
+        return tuple(n for _, fields in self.priorities for _, n in fields) + storm
+
+    @property
+    def pause_names(self) -> tuple[str, ...]:
+        """The statistics that show pause (frames, time, the NIC's storm events): while none of them
+        moves, no PFC detector can see anything new (the fast path's calm test)."""
+        storm = tuple(n for n in (self.storm_warning, self.storm_error) if n is not None)
+        return tuple(n for _, fields in self.priorities for f, n in fields if f in _PAUSE) + storm
 
     def read(
         self, deltas: Mapping[str, float]
@@ -192,9 +208,27 @@ class DetectFeed:
     def pfc_netdevs(self) -> list[str]:
         """Netdevs of RDMA ports that had per-priority pause counters at the last tick: what the fast
         path reads (a netdev without PFC has nothing for it)."""
-        return list(self._pfc_netdevs)
+        return list(self._pfc_names)
 
-    _pfc_netdevs: tuple[str, ...] = ()
+    def pfc_wanted(self) -> Mapping[str, tuple[str, ...]]:
+        """PFC netdev -> the statistics the PFC path reads of it (learnt at the last tick): a fast
+        sample needs these ~10 of mlx5's ~160."""
+        return self._pfc_names
+
+    def pause_signature(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...]:
+        """The raw pause statistics of the PFC netdevs in ``samples``: two samples with the same
+        signature differ by no pause frame, no pause time and no storm event anywhere."""
+        out: list[object] = []
+        for netdev, names in self._pause_names.items():
+            sample = samples.get(netdev)
+            if sample is not None:
+                stats = sample.stats
+                out.append(netdev)
+                out.extend(stats.get(n) for n in names)
+        return tuple(out)
+
+    _pfc_names: Mapping[str, tuple[str, ...]] = frozen_map()
+    _pause_names: Mapping[str, tuple[str, ...]] = frozen_map()
 
     def _line_rates(self) -> dict[str, float | None]:
         return {p.netdev: p.rate_gbps for p in self._ports if p.netdev}
@@ -205,9 +239,10 @@ class DetectFeed:
         self._ports = snap.ports
         deltas = self._tick.update(snap.ethtool, obs.interval_s, self._line_rates())
         rdma_netdevs = {p.netdev for p in snap.ports}
-        self._pfc_netdevs = tuple(
-            sorted(n for n, s in snap.ethtool.items() if n in rdma_netdevs and self._tick.has_pfc(s.stats))
-        )
+        pfc = sorted(n for n, s in snap.ethtool.items() if n in rdma_netdevs and self._tick.has_pfc(s.stats))
+        layouts = {n: _layout(self._tick.relevant(snap.ethtool[n].stats)) for n in pfc}
+        self._pfc_names = frozen_map({n: lay.names for n, lay in layouts.items()})
+        self._pause_names = frozen_map({n: lay.pause_names for n, lay in layouts.items()})
         ports = []
         for v in obs.ports:
             p = v.sample
@@ -242,6 +277,23 @@ class DetectFeed:
             frozen_map(failed),
         )
 
+    def _narrowed(self, samples: Mapping[str, EthtoolSample]) -> Mapping[str, EthtoolSample]:
+        """The PFC path tracks only the statistics a fast sample reads, also in a tick's full sample:
+        a statistic tracked at ticks only would get a one-second delta judged over a fast interval."""
+        wanted = self._pfc_names
+        if not any(n in wanted and len(s.stats) > len(wanted[n]) for n, s in samples.items()):
+            return samples
+        out: dict[str, EthtoolSample] = {}
+        for netdev, sample in samples.items():
+            names = wanted.get(netdev)
+            stats = sample.stats
+            out[netdev] = (
+                sample
+                if names is None
+                else EthtoolSample(netdev, frozen_map({n: stats[n] for n in names if n in stats}))
+            )
+        return out
+
     def pfc_input(
         self,
         samples: Mapping[str, EthtoolSample],
@@ -252,7 +304,7 @@ class DetectFeed:
         dt = None if self._last_pfc is None else monotonic - self._last_pfc
         self._last_pfc = monotonic
         dt = dt if dt and dt > 0 else None
-        deltas = self._pfc.update(samples, dt, self._line_rates())
+        deltas = self._pfc.update(self._narrowed(samples), dt, self._line_rates())
         ports = []
         for p in self._ports:
             got = deltas.get(p.netdev or "")

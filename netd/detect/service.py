@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -32,19 +32,22 @@ from netd.errors import SourceError
 from netd.model.snapshot import EthtoolSample
 from netd.series.tracker import Observation
 from netd.sources.collect import Sampler
+from netd.sources.ethtool import EthtoolSource
 from netd.sources.netlink_events import LinkEvent, LinkMonitor
 
 __all__ = [
     "Detection",
     "PfcReader",
     "build_detection",
+    "pfc_reader",
     "log_line",
     "port_congestion",
     "wait_running_fast_path",
 ]
 
 log = logging.getLogger("netd.anomalies")
-PfcReader = Callable[[Sequence[str]], Mapping[str, EthtoolSample]]
+# PFC netdev -> the statistics wanted of it (a reader may return more) -> the samples that answered
+PfcReader = Callable[[Mapping[str, tuple[str, ...]]], Mapping[str, EthtoolSample]]
 
 
 def _quote(value: object) -> str:
@@ -116,7 +119,10 @@ class Detection:
         self._wall = wall
         self._listener = listener  # sees every lifecycle event (the benchmark scores them)
         self._fast_samples = 0
+        self._fast_calm = 0  # fast samples put aside by the calm test (counted in _fast_samples too)
         self._fast_cpu = 0.0
+        self._signature: tuple[object, ...] | None = None  # pause statistics of the last PFC sample read
+        self._pending: tuple[Mapping[str, EthtoolSample], float, float] | None = None  # put aside
         self._active_until = float("-inf")  # fast cadence until then (pause was seen)
         self._state = self._with_costs(self.engine.state())
 
@@ -143,6 +149,8 @@ class Detection:
         if congestion is not None:
             tick = dataclasses.replace(tick, congestion=port_congestion(congestion, obs.snapshot.host))
         snap = obs.snapshot
+        self._evaluate_pending()
+        self._signature = self.feed.pause_signature(snap.ethtool)
         pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
         self._note_pause(pfc)
         self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
@@ -150,19 +158,53 @@ class Detection:
 
     def fast_sample(self) -> AnomalyState:
         start = time.thread_time()
-        netdevs = self.feed.pfc_netdevs()
-        if self.pfc_reader is not None and netdevs:
+        wanted = self.feed.pfc_wanted()
+        if self.pfc_reader is not None and wanted:
             try:
-                samples = self.pfc_reader(netdevs)
+                samples = self.pfc_reader(wanted)
             except Exception:  # the tick will report the source; the fast path just skips a beat
                 log.debug("fast-path read failed", exc_info=True)
                 samples = {}
-            inp = self.feed.pfc_input(samples, self._clock(), self._wall(), self._link_changes())
-            self._note_pause(inp)
-            self._emit(self.engine.evaluate(inp))
+            evaluated = self._fast_pfc(samples, self._clock(), self._wall())
+        else:
+            evaluated = True
         self._fast_samples += 1
         self._fast_cpu += time.thread_time() - start
+        if not evaluated:  # the engine's findings stand; only the fast path's own counts moved
+            self._state = dataclasses.replace(
+                self._state,
+                fast_samples=self._fast_samples,
+                fast_calm_samples=self._fast_calm,
+                fast_cpu_seconds=self._fast_cpu,
+            )
+            return self._state
         return self._publish()
+
+    def _fast_pfc(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
+        """Evaluate one fast sample, or put it aside when it cannot change any finding: the fabric is
+        calm (no pause within ``fast_linger``), the PFC detectors are at rest, no link event waits and
+        no pause statistic of any PFC netdev moved since the last sample read. Such a sample would
+        only advance the counter baselines; the last one put aside is evaluated before the next
+        sample that is (its dt then covers exactly one sample interval, as without the test)."""
+        signature = self.feed.pause_signature(samples)
+        calm = signature == self._signature and monotonic >= self._active_until
+        self._signature = signature
+        changes = self._link_changes()
+        if calm and not changes and self.engine.pfc_at_rest():
+            self._pending = (samples, monotonic, timestamp)
+            self._fast_calm += 1
+            return False
+        self._evaluate_pending()
+        inp = self.feed.pfc_input(samples, monotonic, timestamp, changes)
+        self._note_pause(inp)
+        self._emit(self.engine.evaluate(inp))
+        return True
+
+    def _evaluate_pending(self) -> None:
+        if self._pending is not None:
+            samples, monotonic, timestamp = self._pending
+            self._pending = None
+            self._emit(self.engine.evaluate(self.feed.pfc_input(samples, monotonic, timestamp)))
 
     def _note_pause(self, inp: DetectInput) -> None:
         """Any pause frame or pause time on any PFC priority keeps the fast cadence for a while."""
@@ -190,6 +232,7 @@ class Detection:
             state,
             fast_interval_s=self.fast_interval_s,
             fast_samples=self._fast_samples,
+            fast_calm_samples=self._fast_calm,
             fast_cpu_seconds=self._fast_cpu,
         )
 
@@ -208,9 +251,7 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
     if d.max_gap < 3 * cfg.interval:  # a slow daemon (interval = 10 s) must still judge its own ticks
         d = d.model_copy(update={"max_gap": 3 * cfg.interval})
     source = collector.ethtool
-    reader: PfcReader | None = None
-    if d.fast_interval > 0 and source is not None:
-        reader = lambda names: source.read(names)[0]  # noqa: E731
+    reader = pfc_reader(source) if d.fast_interval > 0 and source is not None else None
     links = None
     if d.netlink and not emulated and cfg.sysfs_root.resolve() == Path("/sys"):
         links = LinkMonitor(cfg.sysfs_root)
@@ -220,6 +261,11 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
             log.warning("%s; carrier losses will be seen through counters only", exc)
             links = None
     return Detection(d, collector.host, reader, links)
+
+
+def pfc_reader(source: EthtoolSource) -> PfcReader:
+    """The fast path's reader on an ethtool source: only the wanted statistics of each PFC netdev."""
+    return lambda wanted: source.read(wanted, only=wanted)[0]
 
 
 def wait_running_fast_path(

@@ -54,7 +54,7 @@ ABSENT_ERRNOS = frozenset(
 )
 
 _READ_SIZE = 4096  # every sysfs attribute fits in one page
-DEFAULT_MAX_OPEN = 32  # descriptors one cache keeps (netd.daemon.limits: netd's descriptor budget)
+DEFAULT_MAX_OPEN = 24  # descriptors one cache keeps (netd.daemon.limits: netd's descriptor budget)
 
 
 def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
