@@ -86,11 +86,15 @@ class NetdevDeltas:
             deltas: dict[str, float] = {}
             for n in names:
                 track = tracks.get(n)
+                value = stats[n]
                 if track is None:
-                    tracks[n] = CounterTrack(stats[n])
+                    tracks[n] = CounterTrack(value)
+                    continue
+                if value == track.raw and track.held is None:  # unchanged: zero, no model needed
+                    deltas[n] = 0.0
                     continue
                 before = track.total
-                kind, rate = track.step(stats[n], dt, ceiling_per_s(n, gbps))
+                kind, rate = track.step(value, dt, ceiling_per_s(n, gbps))
                 if kind in _COUNTABLE:
                     deltas[n] = float(track.total - before)
                 elif kind is DeltaKind.DISCARDED and rate is not None and dt:
