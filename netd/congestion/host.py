@@ -13,9 +13,8 @@ from netd.config.service import CongestionConfig
 from netd.congestion.score import Components, Ramp, ScoreModel
 from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
 from netd.model.topology import Topology
-from netd.series.port_signals import PortSignals, port_signals
+from netd.series.port_signals import PortSignals, netdev_signals, port_signals
 from netd.series.tracker import NetdevView, Observation, PortView
-from netd.vocabulary.ethtool_names import parse_signals
 
 __all__ = ["components", "host_inputs", "scorer_from_config"]
 
@@ -53,8 +52,7 @@ def components(view: PortView, signals: PortSignals) -> Components:
 def _storm_events(netdev: NetdevView | None) -> bool:
     if netdev is None or not netdev.rates:
         return False
-    sig = parse_signals(netdev.rates)
-    return bool(sig.pause_storm_error_events)
+    return bool(netdev_signals(netdev).pause_storm_error_events)
 
 
 def host_inputs(

@@ -71,8 +71,8 @@ ABSENT_ERRNOS = frozenset(
 
 _READ_SIZE = 4096  # every sysfs attribute fits in one page
 # descriptors one cache keeps (netd.daemon.limits: netd's descriptor budget): files, directories
-DEFAULT_MAX_OPEN = 8
-DEFAULT_MAX_DIRS = 16
+DEFAULT_MAX_OPEN = 0
+DEFAULT_MAX_DIRS = 24
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
