@@ -16,8 +16,9 @@ detectors themselves may not import (docs/architecture.md, Layers). Two things i
 from __future__ import annotations
 
 import functools
+import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
@@ -179,6 +180,14 @@ def _layout(names: tuple[str, ...]) -> _Layout:
 _NONE = _Layout((), None, None)
 
 
+@functools.lru_cache(maxsize=64)
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], tuple[int, ...]]:
+    """A C-level fetch of ``names`` from a mapping, always as a tuple (itemgetter of one name is not)."""
+    if len(names) <= 1:
+        return lambda stats: tuple(stats[n] for n in names)
+    return operator.itemgetter(*names)
+
+
 def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
     """Vocabulary name -> delta; first reading per name wins (PMA before hw_counters). Counters
     without a known rate (saturated, held back by the counter model) are left out, and so is every
@@ -226,9 +235,11 @@ class DetectFeed:
         for netdev, names in self._pause_names.items():
             sample = samples.get(netdev)
             if sample is not None:
-                stats = sample.stats
                 out.append(netdev)
-                out.extend(stats.get(n) for n in names)
+                try:
+                    out.append(_getter(names)(sample.stats))
+                except KeyError:  # a statistic missing from this sample: None in its place
+                    out.append(tuple(sample.stats.get(n) for n in names))
         return tuple(out)
 
     _pfc_names: Mapping[str, tuple[str, ...]] = frozen_map()

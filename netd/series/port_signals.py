@@ -100,17 +100,25 @@ def netdev_signals(netdev: NetdevView) -> EthtoolSignals:
     return parse_signals({n: rates[n] for n in _signal_names(tuple(rates))})
 
 
-def port_signals(view: PortView, netdev: NetdevView | None = None) -> PortSignals:
+def port_signals(
+    view: PortView, netdev: NetdevView | None = None, ethtool: EthtoolSignals | None = None
+) -> PortSignals:
+    """``ethtool``: :func:`netdev_signals` of ``netdev`` when the caller has it already."""
     if not view.rates:
         return PortSignals()
-    rate = view.rate
-    by_vocab = {c.name: view.rates.get(raw) for raw, c in view.sample.counters.items()}
+    rates = view.rates
+    by_vocab: dict[str, float | None] = {}  # the last counter of each name (as before)
+    first: dict[str, float | None] = {}  # the first, as PortView.rate() answers, in one pass
+    for raw, c in view.sample.counters.items():
+        by_vocab[c.name] = value = rates.get(raw)
+        first.setdefault(c.name, value)
+    rate = first.get
     rx_bytes, tx_bytes = rate("rx_bytes"), rate("tx_bytes")
     ecn, rx_pkts = rate("ecn_marked"), rate("rx_packets")
     errors = [by_vocab.get(name) for name in ERROR_VOCABULARY if name in by_vocab]
     pfc: tuple[PriorityPause, ...] = ()
     if netdev is not None and netdev.rates:
-        sig = netdev_signals(netdev)  # per-second values in the same shape as the raw stats
+        sig = netdev_signals(netdev) if ethtool is None else ethtool  # per-second, as the raw stats
         errors.append(sig.rx_discards_phy)
         pfc = tuple(
             PriorityPause(
