@@ -122,6 +122,7 @@ class _Port:
     gid_types: tuple[str, ...]
     files: tuple[_File, ...]
     paths: tuple[str, ...] = ()  # the files' paths, in order, for one batched read per tick
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the same files as (directory, names) runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +283,7 @@ class RdmaSysfs:
             gid_types=_gid_types(port_dir),
             files=tuple(files.values()),
             paths=tuple(f.path for f in files.values()),
+            groups=_groups(tuple(f.path for f in files.values())),
         )
 
     # -- per tick ---------------------------------------------------------------------------
@@ -290,7 +292,9 @@ class RdmaSysfs:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
         last = self._last
-        for f, data in zip(port.files, self._cache.read_many(port.paths, _COUNTER_READ), strict=True):
+        read = self._cache.read_dir
+        texts = [data for directory, names in port.groups for data in read(directory, names, _COUNTER_READ)]
+        for f, data in zip(port.files, texts, strict=True):
             seen = last.get(f.path)
             if seen is not None and seen[0] == data and seen[2] is f:  # same text, same layout
                 counters[f.key] = seen[1]
@@ -356,6 +360,18 @@ def _counter(f: _File, value: int) -> Counter:
         # (64-bit data without unicast/multicast files) or q-counters summed over bound QPs.
         spec = CounterSpec(spec.name, 64, Overflow.WRAP, spec.scale)
     return Counter(f.raw_name, spec.name, f.group, value * spec.scale, spec.width, spec.overflow, spec.scale)
+
+
+def _groups(paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Consecutive paths of one directory as (directory, names), in order."""
+    out: list[tuple[str, list[str]]] = []
+    for path in paths:
+        head, _, name = path.rpartition("/")
+        if out and out[-1][0] == head:
+            out[-1][1].append(name)
+        else:
+            out.append((head, [name]))
+    return tuple((head, tuple(names)) for head, names in out)
 
 
 def _list_counters(dev_dir: Path, port: str, single_port: bool) -> tuple[tuple[Path, list[str]], ...]:
