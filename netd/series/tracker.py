@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import ne
 
 from netd.model.snapshot import EthtoolSample, Overflow, PortSample, Snapshot, frozen_map
 from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s, counter_delta
@@ -84,6 +86,17 @@ class Observation:
 _EVENTS = frozenset({DeltaKind.WRAP, DeltaKind.RESET, DeltaKind.JUMP, DeltaKind.HELD, DeltaKind.DISCARDED})
 
 
+@dataclass(frozen=True, slots=True)
+class _NetdevLast:
+    """A netdev's statistics as of the last tick: names and values in order, and its view's totals
+    and held names (what :meth:`SeriesTracker._netdev_changes` starts from)."""
+
+    names: tuple[str, ...]
+    values: tuple[int, ...]
+    totals: Mapping[str, int]
+    held: frozenset[str]
+
+
 class SeriesTracker:
     """Stateful: feed snapshots in order, get observations out. One per daemon.
 
@@ -95,6 +108,7 @@ class SeriesTracker:
     def __init__(self) -> None:
         # scope ("mlx5_0/1", "netdev:ens1f0np0") -> counter name -> its track
         self._state: dict[str, dict[str, CounterTrack]] = {}
+        self._netdev_last: dict[str, _NetdevLast] = {}
         self._last_monotonic: float | None = None
         self.events: Tally[str] = Tally()  # _EVENTS value -> count since start
 
@@ -111,6 +125,7 @@ class SeriesTracker:
         # bogus "reset" against a stale value from minutes ago.
         for scope in [k for k in self._state if k not in seen]:
             del self._state[scope]
+            self._netdev_last.pop(scope, None)
         self._last_monotonic = snap.monotonic
         return Observation(snapshot=snap, ports=ports, netdevs=frozen_map(netdevs), interval_s=dt)
 
@@ -170,7 +185,52 @@ class SeriesTracker:
     def _netdev_view(
         self, s: EthtoolSample, gbps: float | None, dt: float | None, seen: set[str]
     ) -> NetdevView:
-        tracks = self._tracks(f"netdev:{s.netdev}", s.stats, seen)
+        scope = f"netdev:{s.netdev}"
+        tracks = self._tracks(scope, s.stats, seen)
+        stats = s.stats
+        names, values = tuple(stats), tuple(stats.values())
+        last = self._netdev_last.get(scope)
+        if last is not None and last.names == names and len(tracks) == len(names):
+            view = self._netdev_changes(s, last, values, tracks, gbps, dt)
+        else:
+            view = self._netdev_full(s, tracks, gbps, dt)
+        self._netdev_last[scope] = _NetdevLast(names, values, view.totals, view.held)
+        return view
+
+    def _netdev_changes(
+        self,
+        s: EthtoolSample,
+        last: _NetdevLast,
+        values: tuple[int, ...],
+        tracks: dict[str, CounterTrack],
+        gbps: float | None,
+        dt: float | None,
+    ) -> NetdevView:
+        """The same view as :meth:`_netdev_full` when the names are those of the last tick: only the
+        statistics whose value changed, and those held, go through the counter model (found by C-level
+        comparison of the two value tuples); every other one keeps its total, at rate 0. mlx5 has
+        ~160 statistics per netdev and a calm one moves a handful."""
+        totals = dict(last.totals)
+        rates: dict[str, float] = dict.fromkeys(last.names, 0.0) if dt else {}
+        held: set[str] = set()
+        stats = s.stats
+        for name in {*compress(last.names, map(ne, values, last.values)), *last.held}:
+            track = tracks[name]
+            kind, rate = track.step(stats[name], dt, ceiling_per_s(name, gbps))
+            if rate is None:
+                rates.pop(name, None)
+            else:
+                rates[name] = rate
+            if kind is DeltaKind.HELD:
+                held.add(name)
+            if kind in _EVENTS:
+                self.events[kind.value] += 1
+            totals[name] = track.total
+        return NetdevView(s, frozen_map(totals), frozen_map(rates), frozenset(held))
+
+    def _netdev_full(
+        self, s: EthtoolSample, tracks: dict[str, CounterTrack], gbps: float | None, dt: float | None
+    ) -> NetdevView:
         totals: dict[str, int] = {}
         rates: dict[str, float] = {}
         held: set[str] = set()
