@@ -37,9 +37,9 @@ def test_fast_path_in_the_daemon_on_the_emulated_fabric(tmp_path: Path) -> None:
         assert daemon.emulator is not None and daemon.emulator.elapsed_s == pytest.approx(2.0)
         a = state.anomalies
         assert a is not None and a.fast_samples == 4 and a.fast_interval_s == 0.1
-        # no pause on this fabric: the four samples are put aside, the last of them evaluated just
-        # before the second tick's own PFC and tick inputs
-        assert (a.fast_calm_samples, a.evaluations) == (4, 2 * 2 + 1)
+        # no pause on this fabric: the four samples are put aside, and so is the second tick's own
+        # PFC sample; only its tick input is evaluated (the first tick evaluates both)
+        assert (a.fast_calm_samples, a.evaluations) == (4, 2 + 1)
         client = TestClient(create_app(daemon.state, daemon.last_tick_age_s, cfg.interval))
         assert client.get("/v1/anomalies").json()["host"] == "emu-host0"
         assert "netd_anomaly_fast_path_samples_total 4.0" in client.get("/metrics").text

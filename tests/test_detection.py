@@ -232,3 +232,32 @@ def test_a_stormed_detector_sees_every_sample_until_restored() -> None:
     assert [e.action for e in events] == ["opened", "resolved"]
     assert events[1].finding.ended_monotonic == pytest.approx(0.6)
     assert state.fast_calm_samples == 1  # only 0.7, once every detector was at rest again
+
+
+def test_a_calm_ticks_pfc_sample_is_put_aside_and_is_the_next_storms_baseline() -> None:
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    det = Detection(
+        load_config(None, environ={}).detect.model_copy(update=FIXED),
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        listener=events.append,
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    for _ in range(9):  # 0.1 .. 0.9: calm
+        now[0] += 0.1
+        det.fast_sample()
+    evaluations = det.engine.state().evaluations
+    now[0] = 1.0
+    det.on_observation(observe(tracker, nic, 1.0))
+    assert det.engine.state().evaluations == evaluations + 1  # the tick input only
+    for _ in range(2):  # 1.1, 1.2: stormed
+        now[0] += 0.1
+        nic.storm(0.1)
+        state = det.fast_sample()
+    assert [f.kind for f in state.active] == ["pfc_storm"]
+    assert events[0].finding.started_monotonic == pytest.approx(1.2)
+    assert events[0].finding.first_evidence["interval_s"] == pytest.approx(0.1)  # from the tick's sample

@@ -149,11 +149,14 @@ class Detection:
         if congestion is not None:
             tick = dataclasses.replace(tick, congestion=port_congestion(congestion, obs.snapshot.host))
         snap = obs.snapshot
-        self._evaluate_pending()
-        self._signature = self.feed.pause_signature(snap.ethtool)
-        pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
-        self._note_pause(pfc)
-        self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
+        # With the fast path on, the tick's PFC sample is one more sample of that path: put aside
+        # like a calm fast sample when it is one (without it, tick to tick, nothing is put aside).
+        if self.pfc_reader is not None and self._put_aside(snap.ethtool, snap.monotonic, snap.timestamp):
+            self._emit(self.engine.evaluate(tick))
+        else:
+            self._signature = self.feed.pause_signature(snap.ethtool)
+            pfc = self._evaluate_pfc(snap.ethtool, snap.monotonic, snap.timestamp)
+            self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
         return self._publish()
 
     def fast_sample(self) -> AnomalyState:
@@ -186,19 +189,31 @@ class Detection:
         no pause statistic of any PFC netdev moved since the last sample read. Such a sample would
         only advance the counter baselines; the last one put aside is evaluated before the next
         sample that is (its dt then covers exactly one sample interval, as without the test)."""
+        if self._put_aside(samples, monotonic, timestamp):
+            self._fast_calm += 1
+            return False
+        self._emit(self.engine.evaluate(self._evaluate_pfc(samples, monotonic, timestamp)))
+        return True
+
+    def _put_aside(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
+        """Keep a PFC sample unevaluated (the calm test, :meth:`_fast_pfc`); False when it must be
+        evaluated (and then the caller does, with :meth:`_evaluate_pfc`)."""
         signature = self.feed.pause_signature(samples)
         calm = signature == self._signature and monotonic >= self._active_until
         self._signature = signature
-        changes = self._link_changes()
-        if calm and not changes and self.engine.pfc_at_rest():
+        if calm and self.engine.pfc_at_rest() and not (self.links is not None and self.links.pending()):
             self._pending = (samples, monotonic, timestamp)
-            self._fast_calm += 1
-            return False
+            return True
+        return False
+
+    def _evaluate_pfc(
+        self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float
+    ) -> DetectInput:
+        """The PFC input of a sample that is evaluated: the one put aside before it first."""
         self._evaluate_pending()
-        inp = self.feed.pfc_input(samples, monotonic, timestamp, changes)
+        inp = self.feed.pfc_input(samples, monotonic, timestamp, self._link_changes())
         self._note_pause(inp)
-        self._emit(self.engine.evaluate(inp))
-        return True
+        return inp
 
     def _evaluate_pending(self) -> None:
         if self._pending is not None:
