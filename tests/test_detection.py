@@ -175,3 +175,89 @@ def test_fast_path_slots_between_ticks() -> None:
     stopped = threading.Event()
     stopped.set()
     assert wait_running_fast_path(1.0, 0.1, stopped, lambda: 0.0, lambda: None) is True
+
+
+def test_calm_fast_samples_are_put_aside_and_the_last_one_is_the_storms_baseline() -> None:
+    """Samples in which no pause statistic moved are read and compared, not evaluated; the last of
+    them is evaluated before the first that shows pause, so the storm's first sample covers one fast
+    interval (0.1 s of 0.1 s paused: qualifies) and not the 0.5 s since the tick (0.2: would not)."""
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    det = Detection(
+        load_config(None, environ={}).detect.model_copy(update=FIXED),
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        listener=events.append,
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    evaluations = det.engine.state().evaluations
+    for _ in range(4):  # 0.1 .. 0.4: calm
+        now[0] += 0.1
+        state = det.fast_sample()
+    assert (state.fast_samples, state.fast_calm_samples, nic.reads) == (4, 4, 4)
+    assert det.engine.state().evaluations == evaluations  # nothing was evaluated
+    for _ in range(2):  # 0.5, 0.6: stormed
+        now[0] += 0.1
+        nic.storm(0.1)
+        state = det.fast_sample()
+    assert [f.kind for f in state.active] == ["pfc_storm"]
+    assert events[0].finding.started_monotonic == pytest.approx(0.6)  # 0.2 s of qualifying samples
+    assert events[0].finding.first_evidence["interval_s"] == pytest.approx(0.1)
+    assert state.fast_calm_samples == 4
+
+
+def test_a_stormed_detector_sees_every_sample_until_restored() -> None:
+    """With no linger, the cadence is calm at once; but while a storm is open the samples without
+    pause are still evaluated, so it is restored after pfc_restoration_time of them, not later."""
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={**FIXED, "fast_linger": 0.0, "pfc_restoration_time": 0.3}
+    )
+    det = Detection(
+        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], listener=events.append
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    for _ in range(3):  # 0.1 .. 0.3 stormed: opened at 0.2
+        now[0] += 0.1
+        nic.storm(0.1)
+        det.fast_sample()
+    for _ in range(4):  # 0.4 .. 0.7 without pause: three of them restore it (at 0.6)
+        now[0] += 0.1
+        state = det.fast_sample()
+    assert [e.action for e in events] == ["opened", "resolved"]
+    assert events[1].finding.ended_monotonic == pytest.approx(0.6)
+    assert state.fast_calm_samples == 1  # only 0.7, once every detector was at rest again
+
+
+def test_a_calm_ticks_pfc_sample_is_put_aside_and_is_the_next_storms_baseline() -> None:
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    det = Detection(
+        load_config(None, environ={}).detect.model_copy(update=FIXED),
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        listener=events.append,
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    for _ in range(9):  # 0.1 .. 0.9: calm
+        now[0] += 0.1
+        det.fast_sample()
+    evaluations = det.engine.state().evaluations
+    now[0] = 1.0
+    det.on_observation(observe(tracker, nic, 1.0))
+    assert det.engine.state().evaluations == evaluations + 1  # the tick input only
+    for _ in range(2):  # 1.1, 1.2: stormed
+        now[0] += 0.1
+        nic.storm(0.1)
+        state = det.fast_sample()
+    assert [f.kind for f in state.active] == ["pfc_storm"]
+    assert events[0].finding.started_monotonic == pytest.approx(1.2)
+    assert events[0].finding.first_evidence["interval_s"] == pytest.approx(0.1)  # from the tick's sample

@@ -25,7 +25,7 @@ from netd.config.service import CongestionConfig
 from netd.congestion.host import host_inputs, scorer_from_config
 from netd.detect.findings import FindingEvent
 from netd.detect.pfc import stormed_ports
-from netd.detect.service import Detection
+from netd.detect.service import Detection, pfc_reader
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.emulated.faults import FaultLayer
 from netd.emulated.traces import Trace
@@ -157,4 +157,4 @@ def run_trace(
 def _reader(c: Sampler) -> Any:
     source = c.ethtool
     assert source is not None
-    return lambda names: source.read(names)[0]
+    return pfc_reader(source)

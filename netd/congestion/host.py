@@ -13,9 +13,8 @@ from netd.config.service import CongestionConfig
 from netd.congestion.score import Components, Ramp, ScoreModel
 from netd.congestion.scorer import CongestionScorer, Levels, ScoreInput
 from netd.model.topology import Topology
-from netd.series.port_signals import PortSignals, port_signals
-from netd.series.tracker import NetdevView, Observation, PortView
-from netd.vocabulary.ethtool_names import parse_signals
+from netd.series.port_signals import PortSignals, netdev_signals, port_signals
+from netd.series.tracker import Observation, PortView
 
 __all__ = ["components", "host_inputs", "scorer_from_config"]
 
@@ -50,13 +49,6 @@ def components(view: PortView, signals: PortSignals) -> Components:
     )
 
 
-def _storm_events(netdev: NetdevView | None) -> bool:
-    if netdev is None or not netdev.rates:
-        return False
-    sig = parse_signals(netdev.rates)
-    return bool(sig.pause_storm_error_events)
-
-
 def host_inputs(
     obs: Observation, topology: Topology | None, stormed: Collection[tuple[str | None, int | None]] = ()
 ) -> list[ScoreInput]:
@@ -68,18 +60,20 @@ def host_inputs(
         p = v.sample
         netdev = obs.netdev(p.netdev)
         place = topology.placement(p.device, p.port) if topology is not None else None
+        ethtool = netdev_signals(netdev) if netdev is not None and netdev.rates else None
         out.append(
             ScoreInput(
                 host=host,
                 device=p.device,
                 port=p.port,
-                components=components(v, port_signals(v, netdev)),
+                components=components(v, port_signals(v, netdev, ethtool)),
                 up=p.state is None or p.up,
                 netdev=p.netdev,
                 tor=place.tor if place else None,
                 spine=place.spine if place else None,
                 rail=place.rail if place else None,
-                storm_events=_storm_events(netdev) or (p.device, p.port) in stormed,
+                storm_events=bool(ethtool and ethtool.pause_storm_error_events)
+                or (p.device, p.port) in stormed,
             )
         )
     return out

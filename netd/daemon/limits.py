@@ -1,8 +1,9 @@
 """The descriptor budget at start: what netd needs from RLIMIT_NOFILE, checked before the first tick.
 
-netd keeps a bounded number of descriptors whatever the number of ports (sysfs_io, Budget): 32 for
-RDMA counter files, 8 for replayed ethtool captures, plus the listener, its clients, netlink and
-ethtool sockets, BPF maps and programs. :data:`NOFILE_NEEDED` leaves room for those and for a burst
+netd keeps a bounded number of descriptors whatever the number of ports (sysfs_io, Budget): 24 for
+RDMA counter directories (files are opened by name under them), 16 for replayed ethtool captures
+(the fast path reads those 13 times a second), plus the listener, its clients, netlink and ethtool
+sockets, BPF maps and programs. :data:`NOFILE_NEEDED` leaves room for those and for a burst
 of HTTP clients; a soft limit below it is raised towards it (up to the hard limit), and a hard limit
 below :data:`NOFILE_MINIMUM` refuses to start rather than fail reads at random later.
 """

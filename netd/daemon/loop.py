@@ -9,6 +9,7 @@ reference, so readers never see a half-built tick and need no lock.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 import time
@@ -29,9 +30,20 @@ from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
 from netd.topology.service import TopologyService
 
-__all__ = ["Daemon", "Emulator"]
+__all__ = ["Daemon", "Emulator", "freeze_long_lived"]
 
 log = logging.getLogger(__name__)
+
+
+def freeze_long_lived() -> None:
+    """Move every object alive after the first tick (modules, configuration, the counter tracks of
+    every port) out of the cyclic garbage collector's reach. A tick allocates thousands of short-lived
+    containers, which trigger collections; an oldest-generation collection walked all those
+    long-lived objects again, tens of milliseconds a few times a minute (docs/benchmarks.md,
+    footprint). Frozen objects are still freed by reference counting; only cycles among them leak,
+    and netd's long-lived state has none that it drops."""
+    gc.collect()
+    gc.freeze()
 
 
 class Emulator(Protocol):
@@ -172,12 +184,16 @@ class Daemon:
             topo.start()
         next_at = self._clock() + self.interval_s
         fast = self._next_fast_step if self.detection is not None else 0.0  # adaptive: asked every sample
+        frozen = False
         while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
             self._health.started(next_at, self._clock(), self.interval_s)
             try:
                 self.tick()
             except Exception:  # the loop outlives any single bad tick
                 log.exception("tick failed")
+            if not frozen:
+                freeze_long_lived()
+                frozen = True
             next_at += self.interval_s
             now = self._clock()
             if next_at < now:  # we fell behind (slow source, suspended VM): realign, count the gap

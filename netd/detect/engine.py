@@ -106,6 +106,10 @@ class DetectionEngine:
     def state(self) -> AnomalyState:
         return self._state
 
+    def pfc_at_rest(self) -> bool:
+        """Whether every PFC-storm detector is at rest (:meth:`PfcStormDetector.at_rest`)."""
+        return all(d.at_rest() for d in self.detectors if isinstance(d, PfcStormDetector))
+
     def evaluate(self, inp: DetectInput) -> list[FindingEvent]:
         candidates: list[Candidate] = []
         for i, d in enumerate(self.detectors):

@@ -16,8 +16,9 @@ detectors themselves may not import (docs/architecture.md, Layers). Two things i
 from __future__ import annotations
 
 import functools
+import operator
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
@@ -52,7 +53,7 @@ class NetdevDeltas:
         self._prev: dict[str, tuple[int, dict[str, CounterTrack]]] = {}
         self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
 
-    def _relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
+    def relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
         key = tuple(stats)
         names = self._names.get(key)
         if names is None:
@@ -62,7 +63,7 @@ class NetdevDeltas:
         return names
 
     def has_pfc(self, stats: Mapping[str, int]) -> bool:
-        return any(n.endswith("_pause") for n in self._relevant(stats))
+        return any(n.endswith("_pause") for n in self.relevant(stats))
 
     def update(
         self,
@@ -76,7 +77,7 @@ class NetdevDeltas:
         out: dict[str, tuple[_Layout, dict[str, float]]] = {}
         for netdev, sample in samples.items():
             stats = sample.stats
-            names = self._relevant(stats)
+            names = self.relevant(stats)
             prev = self._prev.get(netdev)
             if prev is None or prev[0] != self._seq - 1:
                 self._prev[netdev] = (self._seq, {n: CounterTrack(stats[n]) for n in names})
@@ -86,11 +87,15 @@ class NetdevDeltas:
             deltas: dict[str, float] = {}
             for n in names:
                 track = tracks.get(n)
+                value = stats[n]
                 if track is None:
-                    tracks[n] = CounterTrack(stats[n])
+                    tracks[n] = CounterTrack(value)
+                    continue
+                if value == track.raw and track.held is None:  # unchanged: zero, no model needed
+                    deltas[n] = 0.0
                     continue
                 before = track.total
-                kind, rate = track.step(stats[n], dt, ceiling_per_s(n, gbps))
+                kind, rate = track.step(value, dt, ceiling_per_s(n, gbps))
                 if kind in _COUNTABLE:
                     deltas[n] = float(track.total - before)
                 elif kind is DeltaKind.DISCARDED and rate is not None and dt:
@@ -118,6 +123,9 @@ _FIELDS = (
 )
 
 
+_PAUSE = frozenset({"rx_pause_frames", "rx_pause_us", "tx_pause_frames", "tx_pause_us"})
+
+
 @dataclass(frozen=True, slots=True)
 class _Layout:
     """Which stat feeds which field, learnt once per name set by letting parse_signals classify the
@@ -126,6 +134,19 @@ class _Layout:
     priorities: tuple[tuple[int, tuple[tuple[str, str], ...]], ...]
     storm_warning: str | None
     storm_error: str | None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every statistic this layout reads: all the PFC path needs of the netdev."""
+        storm = tuple(n for n in (self.storm_warning, self.storm_error) if n is not None)
+        return tuple(n for _, fields in self.priorities for _, n in fields) + storm
+
+    @property
+    def pause_names(self) -> tuple[str, ...]:
+        """The statistics that show pause (frames, time, the NIC's storm events): while none of them
+        moves, no PFC detector can see anything new (the fast path's calm test)."""
+        storm = tuple(n for n in (self.storm_warning, self.storm_error) if n is not None)
+        return tuple(n for _, fields in self.priorities for f, n in fields if f in _PAUSE) + storm
 
     def read(
         self, deltas: Mapping[str, float]
@@ -157,6 +178,14 @@ def _layout(names: tuple[str, ...]) -> _Layout:
 
 
 _NONE = _Layout((), None, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], tuple[int, ...]]:
+    """A C-level fetch of ``names`` from a mapping, always as a tuple (itemgetter of one name is not)."""
+    if len(names) <= 1:
+        return lambda stats: tuple(stats[n] for n in names)
+    return operator.itemgetter(*names)
 
 
 def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
@@ -192,9 +221,29 @@ class DetectFeed:
     def pfc_netdevs(self) -> list[str]:
         """Netdevs of RDMA ports that had per-priority pause counters at the last tick: what the fast
         path reads (a netdev without PFC has nothing for it)."""
-        return list(self._pfc_netdevs)
+        return list(self._pfc_names)
 
-    _pfc_netdevs: tuple[str, ...] = ()
+    def pfc_wanted(self) -> Mapping[str, tuple[str, ...]]:
+        """PFC netdev -> the statistics the PFC path reads of it (learnt at the last tick): a fast
+        sample needs these ~10 of mlx5's ~160."""
+        return self._pfc_names
+
+    def pause_signature(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...]:
+        """The raw pause statistics of the PFC netdevs in ``samples``: two samples with the same
+        signature differ by no pause frame, no pause time and no storm event anywhere."""
+        out: list[object] = []
+        for netdev, names in self._pause_names.items():
+            sample = samples.get(netdev)
+            if sample is not None:
+                out.append(netdev)
+                try:
+                    out.append(_getter(names)(sample.stats))
+                except KeyError:  # a statistic missing from this sample: None in its place
+                    out.append(tuple(sample.stats.get(n) for n in names))
+        return tuple(out)
+
+    _pfc_names: Mapping[str, tuple[str, ...]] = frozen_map()
+    _pause_names: Mapping[str, tuple[str, ...]] = frozen_map()
 
     def _line_rates(self) -> dict[str, float | None]:
         return {p.netdev: p.rate_gbps for p in self._ports if p.netdev}
@@ -205,9 +254,10 @@ class DetectFeed:
         self._ports = snap.ports
         deltas = self._tick.update(snap.ethtool, obs.interval_s, self._line_rates())
         rdma_netdevs = {p.netdev for p in snap.ports}
-        self._pfc_netdevs = tuple(
-            sorted(n for n, s in snap.ethtool.items() if n in rdma_netdevs and self._tick.has_pfc(s.stats))
-        )
+        pfc = sorted(n for n, s in snap.ethtool.items() if n in rdma_netdevs and self._tick.has_pfc(s.stats))
+        layouts = {n: _layout(self._tick.relevant(snap.ethtool[n].stats)) for n in pfc}
+        self._pfc_names = frozen_map({n: lay.names for n, lay in layouts.items()})
+        self._pause_names = frozen_map({n: lay.pause_names for n, lay in layouts.items()})
         ports = []
         for v in obs.ports:
             p = v.sample
@@ -242,6 +292,23 @@ class DetectFeed:
             frozen_map(failed),
         )
 
+    def _narrowed(self, samples: Mapping[str, EthtoolSample]) -> Mapping[str, EthtoolSample]:
+        """The PFC path tracks only the statistics a fast sample reads, also in a tick's full sample:
+        a statistic tracked at ticks only would get a one-second delta judged over a fast interval."""
+        wanted = self._pfc_names
+        if not any(n in wanted and len(s.stats) > len(wanted[n]) for n, s in samples.items()):
+            return samples
+        out: dict[str, EthtoolSample] = {}
+        for netdev, sample in samples.items():
+            names = wanted.get(netdev)
+            stats = sample.stats
+            out[netdev] = (
+                sample
+                if names is None
+                else EthtoolSample(netdev, frozen_map({n: stats[n] for n in names if n in stats}))
+            )
+        return out
+
     def pfc_input(
         self,
         samples: Mapping[str, EthtoolSample],
@@ -252,7 +319,7 @@ class DetectFeed:
         dt = None if self._last_pfc is None else monotonic - self._last_pfc
         self._last_pfc = monotonic
         dt = dt if dt and dt > 0 else None
-        deltas = self._pfc.update(samples, dt, self._line_rates())
+        deltas = self._pfc.update(self._narrowed(samples), dt, self._line_rates())
         ports = []
         for p in self._ports:
             got = deltas.get(p.netdev or "")

@@ -155,5 +155,6 @@ class AnomalyState:
     evaluations: int = 0
     fast_interval_s: float = 0.0  # the PFC fast path's interval; 0 when it is off
     fast_samples: int = 0  # fast-path samples taken since start
+    fast_calm_samples: int = 0  # of those, put aside unevaluated: nothing paused (docs/detection.md)
     fast_cpu_seconds: float = 0.0  # CPU time those samples cost (read + evaluate)
     detector_errors: Mapping[str, int] = field(default_factory=frozen_map)  # detector -> exceptions

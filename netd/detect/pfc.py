@@ -81,6 +81,13 @@ class PfcStormDetector:
                 self._step(p, inp.interval_s, inp.monotonic)
         return self._candidates(inp)
 
+    def at_rest(self) -> bool:
+        """No countdown charged or stormed and no NIC storm event held: a PFC sample without any
+        pause cannot change this detector's findings (the fast path's calm test)."""
+        if self._events:
+            return False
+        return not any(cd.stormed or cd.charged_s for cd in (*self._rx.values(), *self._tx.values()))
+
     def _step(self, p: PortInput, dt: float, now: float) -> None:
         cfg = self.cfg
         for pc in p.priorities:

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -33,19 +33,22 @@ from netd.model.config_finding import ConfigFinding
 from netd.model.snapshot import EthtoolSample
 from netd.series.tracker import Observation
 from netd.sources.collect import Sampler
+from netd.sources.ethtool import EthtoolSource
 from netd.sources.netlink_events import LinkEvent, LinkMonitor
 
 __all__ = [
     "Detection",
     "PfcReader",
     "build_detection",
+    "pfc_reader",
     "log_line",
     "port_congestion",
     "wait_running_fast_path",
 ]
 
 log = logging.getLogger("netd.anomalies")
-PfcReader = Callable[[Sequence[str]], Mapping[str, EthtoolSample]]
+# PFC netdev -> the statistics wanted of it (a reader may return more) -> the samples that answered
+PfcReader = Callable[[Mapping[str, tuple[str, ...]]], Mapping[str, EthtoolSample]]
 
 
 def _quote(value: object) -> str:
@@ -120,7 +123,10 @@ class Detection:
         # composition root sets it to the QoS reader's latest findings
         self.config: Callable[[], Sequence[ConfigFinding]] | None = None
         self._fast_samples = 0
+        self._fast_calm = 0  # fast samples put aside by the calm test (counted in _fast_samples too)
         self._fast_cpu = 0.0
+        self._signature: tuple[object, ...] | None = None  # pause statistics of the last PFC sample read
+        self._pending: tuple[Mapping[str, EthtoolSample], float, float] | None = None  # put aside
         self._active_until = float("-inf")  # fast cadence until then (pause was seen)
         self._state = self._with_costs(self.engine.state())
 
@@ -149,26 +155,77 @@ class Detection:
         if self.config is not None:
             tick = dataclasses.replace(tick, config=tuple(self.config()))
         snap = obs.snapshot
-        pfc = self.feed.pfc_input(snap.ethtool, snap.monotonic, snap.timestamp, self._link_changes())
-        self._note_pause(pfc)
-        self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
+        # With the fast path on, the tick's PFC sample is one more sample of that path: put aside
+        # like a calm fast sample when it is one (without it, tick to tick, nothing is put aside).
+        if self.pfc_reader is not None and self._put_aside(snap.ethtool, snap.monotonic, snap.timestamp):
+            self._emit(self.engine.evaluate(tick))
+        else:
+            self._signature = self.feed.pause_signature(snap.ethtool)
+            pfc = self._evaluate_pfc(snap.ethtool, snap.monotonic, snap.timestamp)
+            self._emit(self.engine.evaluate(pfc) + self.engine.evaluate(tick))
         return self._publish()
 
     def fast_sample(self) -> AnomalyState:
         start = time.thread_time()
-        netdevs = self.feed.pfc_netdevs()
-        if self.pfc_reader is not None and netdevs:
+        wanted = self.feed.pfc_wanted()
+        if self.pfc_reader is not None and wanted:
             try:
-                samples = self.pfc_reader(netdevs)
+                samples = self.pfc_reader(wanted)
             except Exception:  # the tick will report the source; the fast path just skips a beat
                 log.debug("fast-path read failed", exc_info=True)
                 samples = {}
-            inp = self.feed.pfc_input(samples, self._clock(), self._wall(), self._link_changes())
-            self._note_pause(inp)
-            self._emit(self.engine.evaluate(inp))
+            evaluated = self._fast_pfc(samples, self._clock(), self._wall())
+        else:
+            evaluated = True
         self._fast_samples += 1
         self._fast_cpu += time.thread_time() - start
+        if not evaluated:  # the engine's findings stand; only the fast path's own counts moved
+            self._state = dataclasses.replace(
+                self._state,
+                fast_samples=self._fast_samples,
+                fast_calm_samples=self._fast_calm,
+                fast_cpu_seconds=self._fast_cpu,
+            )
+            return self._state
         return self._publish()
+
+    def _fast_pfc(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
+        """Evaluate one fast sample, or put it aside when it cannot change any finding: the fabric is
+        calm (no pause within ``fast_linger``), the PFC detectors are at rest, no link event waits and
+        no pause statistic of any PFC netdev moved since the last sample read. Such a sample would
+        only advance the counter baselines; the last one put aside is evaluated before the next
+        sample that is (its dt then covers exactly one sample interval, as without the test)."""
+        if self._put_aside(samples, monotonic, timestamp):
+            self._fast_calm += 1
+            return False
+        self._emit(self.engine.evaluate(self._evaluate_pfc(samples, monotonic, timestamp)))
+        return True
+
+    def _put_aside(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
+        """Keep a PFC sample unevaluated (the calm test, :meth:`_fast_pfc`); False when it must be
+        evaluated (and then the caller does, with :meth:`_evaluate_pfc`)."""
+        signature = self.feed.pause_signature(samples)
+        calm = signature == self._signature and monotonic >= self._active_until
+        self._signature = signature
+        if calm and self.engine.pfc_at_rest() and not (self.links is not None and self.links.pending()):
+            self._pending = (samples, monotonic, timestamp)
+            return True
+        return False
+
+    def _evaluate_pfc(
+        self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float
+    ) -> DetectInput:
+        """The PFC input of a sample that is evaluated: the one put aside before it first."""
+        self._evaluate_pending()
+        inp = self.feed.pfc_input(samples, monotonic, timestamp, self._link_changes())
+        self._note_pause(inp)
+        return inp
+
+    def _evaluate_pending(self) -> None:
+        if self._pending is not None:
+            samples, monotonic, timestamp = self._pending
+            self._pending = None
+            self._emit(self.engine.evaluate(self.feed.pfc_input(samples, monotonic, timestamp)))
 
     def _note_pause(self, inp: DetectInput) -> None:
         """Any pause frame or pause time on any PFC priority keeps the fast cadence for a while."""
@@ -196,6 +253,7 @@ class Detection:
             state,
             fast_interval_s=self.fast_interval_s,
             fast_samples=self._fast_samples,
+            fast_calm_samples=self._fast_calm,
             fast_cpu_seconds=self._fast_cpu,
         )
 
@@ -214,9 +272,7 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
     if d.max_gap < 3 * cfg.interval:  # a slow daemon (interval = 10 s) must still judge its own ticks
         d = d.model_copy(update={"max_gap": 3 * cfg.interval})
     source = collector.ethtool
-    reader: PfcReader | None = None
-    if d.fast_interval > 0 and source is not None:
-        reader = lambda names: source.read(names)[0]  # noqa: E731
+    reader = pfc_reader(source) if d.fast_interval > 0 and source is not None else None
     links = None
     if d.netlink and not emulated and cfg.sysfs_root.resolve() == Path("/sys"):
         links = LinkMonitor(cfg.sysfs_root)
@@ -226,6 +282,11 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
             log.warning("%s; carrier losses will be seen through counters only", exc)
             links = None
     return Detection(d, collector.host, reader, links)
+
+
+def pfc_reader(source: EthtoolSource) -> PfcReader:
+    """The fast path's reader on an ethtool source: only the wanted statistics of each PFC netdev."""
+    return lambda wanted: source.read(wanted, only=wanted)[0]
 
 
 def wait_running_fast_path(

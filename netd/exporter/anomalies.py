@@ -61,6 +61,12 @@ def anomaly_families(state: AnomalyState | None) -> Iterator[Metric]:
     samples = CounterMetricFamily("netd_anomaly_fast_path_samples", "PFC fast-path samples taken.")
     samples.add_metric([], state.fast_samples)
     yield samples
+    calm = CounterMetricFamily(
+        "netd_anomaly_fast_path_calm_samples",
+        "PFC fast-path samples in which no pause statistic moved, so nothing was evaluated.",
+    )
+    calm.add_metric([], state.fast_calm_samples)
+    yield calm
     cpu = CounterMetricFamily(
         "netd_anomaly_fast_path_cpu_seconds", "CPU time spent in fast-path samples (read and evaluate)."
     )

@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import ne
 
-from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, frozen_map
+from netd.model.snapshot import EthtoolSample, Overflow, PortSample, Snapshot, frozen_map
 from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s, counter_delta
 
 __all__ = [
@@ -84,11 +86,29 @@ class Observation:
 _EVENTS = frozenset({DeltaKind.WRAP, DeltaKind.RESET, DeltaKind.JUMP, DeltaKind.HELD, DeltaKind.DISCARDED})
 
 
+@dataclass(frozen=True, slots=True)
+class _NetdevLast:
+    """A netdev's statistics as of the last tick: names and values in order, and its view's totals
+    and held names (what :meth:`SeriesTracker._netdev_changes` starts from)."""
+
+    names: tuple[str, ...]
+    values: tuple[int, ...]
+    totals: Mapping[str, int]
+    held: frozenset[str]
+
+
 class SeriesTracker:
-    """Stateful: feed snapshots in order, get observations out. One per daemon."""
+    """Stateful: feed snapshots in order, get observations out. One per daemon.
+
+    The per-tick work is one pass over ~3 400 counters on a 16-port host; most of them (error
+    counters, idle priorities) do not move on a calm fabric. A reading equal to the last accepted
+    value with nothing held is a zero delta under every rule of the counter model, except at the
+    top of a saturating counter, so it skips the model (the tracker's largest cost before)."""
 
     def __init__(self) -> None:
-        self._state: dict[tuple[str, str], CounterTrack] = {}
+        # scope ("mlx5_0/1", "netdev:ens1f0np0") -> counter name -> its track
+        self._state: dict[str, dict[str, CounterTrack]] = {}
+        self._netdev_last: dict[str, _NetdevLast] = {}
         self._last_monotonic: float | None = None
         self.events: Tally[str] = Tally()  # _EVENTS value -> count since start
 
@@ -96,35 +116,51 @@ class SeriesTracker:
         dt = None if self._last_monotonic is None else snap.monotonic - self._last_monotonic
         if dt is not None and dt <= 0:
             dt = None  # same or reordered tick: no rate rather than an infinite one
-        seen: set[tuple[str, str]] = set()
+        seen: set[str] = set()
         ports = tuple(self._port_view(p, dt, seen) for p in snap.ports)
         line = {p.netdev: p.rate_gbps for p in snap.ports if p.netdev}
         netdevs = {n: self._netdev_view(s, line.get(n), dt, seen) for n, s in snap.ethtool.items()}
         # Forget counters that disappeared, so a device that returns starts afresh
         # (its first reading becomes its total again) instead of producing a
         # bogus "reset" against a stale value from minutes ago.
-        for key in [k for k in self._state if k not in seen]:
-            del self._state[key]
+        for scope in [k for k in self._state if k not in seen]:
+            del self._state[scope]
+            self._netdev_last.pop(scope, None)
         self._last_monotonic = snap.monotonic
         return Observation(snapshot=snap, ports=ports, netdevs=frozen_map(netdevs), interval_s=dt)
 
-    def _port_view(self, p: PortSample, dt: float | None, seen: set[tuple[str, str]]) -> PortView:
-        scope = f"{p.device}/{p.port}"
-        state = self._state
+    def _tracks(self, scope: str, present: Mapping[str, object], seen: set[str]) -> dict[str, CounterTrack]:
+        """The scope's tracks, without those of counters no longer in ``present``."""
+        seen.add(scope)
+        tracks = self._state.get(scope)
+        if tracks is None:
+            tracks = self._state[scope] = {}
+        elif len(tracks) > len(present) or not tracks.keys() <= present.keys():
+            for gone in [n for n in tracks if n not in present]:
+                del tracks[gone]
+        return tracks
+
+    def _port_view(self, p: PortSample, dt: float | None, seen: set[str]) -> PortView:
+        tracks = self._tracks(f"{p.device}/{p.port}", p.counters, seen)
         totals: dict[str, int] = {}
         rates: dict[str, float] = {}
         flagged: dict[DeltaKind, set[str]] = {}
         gbps = p.rate_gbps
+        wrap = Overflow.WRAP
         for raw, c in p.counters.items():
-            key = (scope, raw)
-            seen.add(key)
-            track = state.get(key)
+            track = tracks.get(raw)
+            value = c.value
             if track is None:
-                state[key] = track = CounterTrack(c.value)
+                tracks[raw] = track = CounterTrack(value)
                 kind, rate = (DeltaKind.SATURATED if c.saturated else DeltaKind.NORMAL), None
+            elif value == track.raw and track.held is None and (c.overflow is wrap or not c.saturated):
+                totals[raw] = track.total  # unchanged: a zero delta, whatever the counter
+                if dt:
+                    rates[raw] = 0.0
+                continue
             else:
                 ceiling = ceiling_per_s(c.name, gbps)
-                kind, rate = track.step(c.value, dt, ceiling, c.width, c.overflow, c.scale)
+                kind, rate = track.step(value, dt, ceiling, c.width, c.overflow, c.scale)
             totals[raw] = track.total
             if rate is not None:
                 rates[raw] = rate
@@ -147,19 +183,64 @@ class SeriesTracker:
         )
 
     def _netdev_view(
-        self, s: EthtoolSample, gbps: float | None, dt: float | None, seen: set[tuple[str, str]]
+        self, s: EthtoolSample, gbps: float | None, dt: float | None, seen: set[str]
     ) -> NetdevView:
         scope = f"netdev:{s.netdev}"
-        state = self._state
+        tracks = self._tracks(scope, s.stats, seen)
+        stats = s.stats
+        names, values = tuple(stats), tuple(stats.values())
+        last = self._netdev_last.get(scope)
+        if last is not None and last.names == names and len(tracks) == len(names):
+            view = self._netdev_changes(s, last, values, tracks, gbps, dt)
+        else:
+            view = self._netdev_full(s, tracks, gbps, dt)
+        self._netdev_last[scope] = _NetdevLast(names, values, view.totals, view.held)
+        return view
+
+    def _netdev_changes(
+        self,
+        s: EthtoolSample,
+        last: _NetdevLast,
+        values: tuple[int, ...],
+        tracks: dict[str, CounterTrack],
+        gbps: float | None,
+        dt: float | None,
+    ) -> NetdevView:
+        """The same view as :meth:`_netdev_full` when the names are those of the last tick: only the
+        statistics whose value changed, and those held, go through the counter model (found by C-level
+        comparison of the two value tuples); every other one keeps its total, at rate 0. mlx5 has
+        ~160 statistics per netdev and a calm one moves a handful."""
+        totals = dict(last.totals)
+        rates: dict[str, float] = dict.fromkeys(last.names, 0.0) if dt else {}
+        held: set[str] = set()
+        stats = s.stats
+        for name in {*compress(last.names, map(ne, values, last.values)), *last.held}:
+            track = tracks[name]
+            kind, rate = track.step(stats[name], dt, ceiling_per_s(name, gbps))
+            if rate is None:
+                rates.pop(name, None)
+            else:
+                rates[name] = rate
+            if kind is DeltaKind.HELD:
+                held.add(name)
+            if kind in _EVENTS:
+                self.events[kind.value] += 1
+            totals[name] = track.total
+        return NetdevView(s, frozen_map(totals), frozen_map(rates), frozenset(held))
+
+    def _netdev_full(
+        self, s: EthtoolSample, tracks: dict[str, CounterTrack], gbps: float | None, dt: float | None
+    ) -> NetdevView:
         totals: dict[str, int] = {}
         rates: dict[str, float] = {}
         held: set[str] = set()
         for name, value in s.stats.items():
-            key = (scope, name)
-            seen.add(key)
-            track = state.get(key)
+            track = tracks.get(name)
             if track is None:
-                state[key] = track = CounterTrack(value)
+                tracks[name] = track = CounterTrack(value)
+            elif value == track.raw and track.held is None:  # 64-bit, wrapping: unchanged is zero
+                if dt:
+                    rates[name] = 0.0
             else:
                 kind, rate = track.step(value, dt, ceiling_per_s(name, gbps))
                 if rate is not None:

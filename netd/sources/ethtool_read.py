@@ -9,7 +9,15 @@ from typing import Protocol
 
 from netd.model.snapshot import frozen_map
 
-__all__ = ["ETH_GSTRING_LEN", "IFNAMSIZ", "StatsRead", "StatsReader", "invalid_netdev_name", "ordered_stats"]
+__all__ = [
+    "ETH_GSTRING_LEN",
+    "IFNAMSIZ",
+    "StatsRead",
+    "StatsReader",
+    "invalid_netdev_name",
+    "ordered_stats",
+    "subset",
+]
 
 ETH_GSTRING_LEN = 32
 IFNAMSIZ = 16  # including the NUL: names are at most 15 bytes
@@ -37,6 +45,10 @@ class StatsReader(Protocol):
 
     def read(self, netdev: str) -> StatsRead: ...
 
+    def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
+        """Only ``names`` (those present); a reader that can fetch fewer statistics does so."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -62,3 +74,11 @@ def ordered_stats(pairs: Iterable[tuple[str, int]], bad: list[str]) -> Mapping[s
         else:
             out[name] = value
     return frozen_map(out)
+
+
+def subset(got: StatsRead, names: tuple[str, ...]) -> StatsRead:
+    """``got`` with only ``names`` (those present); an absent read stays absent."""
+    if got.stats is None:
+        return got
+    stats = got.stats
+    return StatsRead(frozen_map({n: stats[n] for n in names if n in stats}), got.reason, got.bad)

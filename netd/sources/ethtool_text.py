@@ -6,6 +6,7 @@ emulated fabric publishes its netdev statistics; the same parser serves both.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,12 +14,13 @@ from pathlib import Path
 
 from netd.errors import SourceError
 from netd.model.snapshot import frozen_map
-from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats
+from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats, subset
 from netd.sources.sysfs_io import ABSENT_ERRNOS
 
-__all__ = ["CapturedStatsReader", "format_ethtool_text", "parse_ethtool_text"]
+__all__ = ["CapturedStatsReader", "format_ethtool_text", "parse_ethtool_text", "pick_ethtool_stats"]
 
 _HEADER = "NIC statistics:"
+_HEADER_LINE = (_HEADER + "\n").encode()
 _U64_DIGITS = len(str(2**64 - 1))
 
 
@@ -76,6 +78,36 @@ def _parse_clean(text: str) -> dict[str, int] | None:
     return out if len(out) == lines else None  # duplicates: the careful parser reports them
 
 
+def pick_ethtool_stats(data: bytes, names: tuple[str, ...]) -> dict[str, int] | None:
+    """The values of ``names`` found by search in a capture, without parsing the other lines; None
+    whenever the careful parser could say something else (then the caller parses the whole capture).
+
+    The PFC fast path reads ~10 of a capture's ~160 lines 13 times a second: one C-level search per
+    name instead of a parse of every line. Exact: each name must be found on a line of its own with
+    ethtool's ``     name: value`` shape and a decimal u64 value, in a complete capture (header
+    first, newline last); a duplicated name gives its first value, as the parser's first-wins does.
+    """
+    if not data.startswith(_HEADER_LINE) or not data.endswith(b"\n"):
+        return None
+    out: dict[str, int] = {}
+    find, index = data.find, data.index
+    for name, key in _search_keys(names):
+        at = find(key)
+        if at < 0:
+            return None  # missing, or spelt differently (a trailing space): let the parser judge
+        start = at + len(key)
+        raw = data[start : index(b"\n", start)]
+        if not raw.isdigit() or len(raw) > _U64_DIGITS or (value := int(raw)) >= 2**64:
+            return None
+        out[name] = value
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _search_keys(names: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
+    return tuple((n, b"\n     " + n.encode() + b": ") for n in names)
+
+
 def _u64(text: str) -> int | None:
     # isascii: str.isdigit() accepts "²"; the length test comes before int(), which refuses > 4300 digits.
     if text.isascii() and text.isdigit() and len(text) <= _U64_DIGITS and int(text) < 2**64:
@@ -117,19 +149,40 @@ class CapturedStatsReader:
     further netdevs are read with open-pread-close.
     """
 
-    def __init__(self, root: Path, max_bytes: int = 1 << 20, max_open: int = 8) -> None:
+    def __init__(self, root: Path, max_bytes: int = 1 << 20, max_open: int = 16) -> None:
         self._dir = Path(root) / "ethtool"
         self._max = max_bytes
         self._max_open = max_open
         self._open: dict[str, _Capture] = {}
+        self._paths: dict[str, str] = {}  # netdev -> its capture's path, checked once
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
 
     def read(self, netdev: str) -> StatsRead:
-        why = invalid_netdev_name(netdev)
-        if why is not None:
-            return StatsRead.absent(why)
-        path = self._dir / netdev
+        got = self._data(netdev)
+        return got if isinstance(got, StatsRead) else parse_ethtool_text(got.decode("utf-8", "replace"))
+
+    def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
+        """Only ``names`` (those present): searched for in the capture, parsed whole only when the
+        search cannot be sure (:func:`pick_ethtool_stats`)."""
+        got = self._data(netdev)
+        if isinstance(got, StatsRead):
+            return got
+        picked = pick_ethtool_stats(got, names)
+        if picked is not None:
+            return StatsRead(frozen_map(picked))
+        return subset(parse_ethtool_text(got.decode("utf-8", "replace")), names)
+
+    def _data(self, netdev: str) -> bytes | StatsRead:
+        """The capture's bytes, or why there are none."""
+        path = self._paths.get(netdev)
+        if path is None:
+            why = invalid_netdev_name(netdev)
+            if why is not None:
+                return StatsRead.absent(why)
+            if len(self._paths) >= 4096:  # netdev names come and go; the cache must not grow forever
+                self._paths.clear()
+            path = self._paths[netdev] = str(self._dir / netdev)
         try:
             data = self._pread(netdev, path)
         except OSError as exc:
@@ -139,7 +192,7 @@ class CapturedStatsReader:
             raise SourceError("ethtool", f"reading {path}: {exc.strerror or exc}") from exc
         if len(data) > self._max:
             return StatsRead.absent(f"capture {path} is larger than {self._max} bytes")
-        return parse_ethtool_text(data.decode("utf-8", "replace"))
+        return data
 
     @property
     def open_descriptors(self) -> int:
@@ -149,7 +202,7 @@ class CapturedStatsReader:
         for netdev in list(self._open):
             self._drop(netdev)
 
-    def _pread(self, netdev: str, path: Path) -> bytes:
+    def _pread(self, netdev: str, path: str) -> bytes:
         st = os.stat(path)
         cap = self._open.get(netdev)
         if cap is None or cap.identity != (st.st_dev, st.st_ino):

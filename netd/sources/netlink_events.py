@@ -63,6 +63,11 @@ class LinkMonitor:
             self.close()
             raise SourceError("netlink", f"cannot listen for link events: {self._error or 'timed out'}")
 
+    def pending(self) -> bool:
+        """Whether events wait to be drained (without draining them)."""
+        with self._lock:
+            return bool(self._events)
+
     def drain(self) -> list[LinkEvent]:
         with self._lock:
             out = list(self._events)

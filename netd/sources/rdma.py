@@ -25,7 +25,14 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
-from netd.sources.sysfs_io import DEFAULT_MAX_OPEN, PreadCache, list_dir, read_text, stat_identity
+from netd.sources.sysfs_io import (
+    DEFAULT_MAX_DIRS,
+    DEFAULT_MAX_OPEN,
+    PreadCache,
+    list_dir,
+    read_text,
+    stat_identity,
+)
 
 __all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"]
 
@@ -115,6 +122,7 @@ class _Port:
     gid_types: tuple[str, ...]
     files: tuple[_File, ...]
     paths: tuple[str, ...] = ()  # the files' paths, in order, for one batched read per tick
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the same files as (directory, names) runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +143,7 @@ class RdmaSysfs:
         exclude: Sequence[str] = (),
         rescan_interval_s: float = 30.0,
         max_open: int = DEFAULT_MAX_OPEN,
+        max_dirs: int = DEFAULT_MAX_DIRS,
     ) -> None:
         self._root = Path(sysfs) / "class" / "infiniband"
         self._include = tuple(include)
@@ -142,8 +151,14 @@ class RdmaSysfs:
         self._rescan = rescan_interval_s
         # Files of the real /sys are never replaced; a replayed or emulated tree's may be (by rename),
         # and a kept descriptor would then read a frozen value: check those (sysfs_io, Replayed trees).
-        self._cache = PreadCache(_SOURCE, max_open, verify=Path(sysfs).resolve() != Path("/sys"))
+        self._cache = PreadCache(
+            _SOURCE, max_open, verify=Path(sysfs).resolve() != Path("/sys"), max_dirs=max_dirs
+        )
         self._layouts: dict[str, _Layout] = {}
+        # path -> (its last text, the Counter parsed from it, under which layout): most counters of a
+        # calm port read the same text tick after tick; parsing and building ~900 Counters a tick was
+        # a quarter of the read. A rescan makes new _File objects, so nothing outlives its layout.
+        self._last: dict[str, tuple[bytes, Counter, _File]] = {}
         self.files_read = 0  # counter files read by the last read()
         self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
 
@@ -181,6 +196,7 @@ class RdmaSysfs:
     def close(self) -> None:
         self._cache.close()
         self._layouts.clear()
+        self._last.clear()
 
     # -- per device -------------------------------------------------------------------------
 
@@ -191,7 +207,13 @@ class RdmaSysfs:
 
     def _forget(self, name: str) -> None:
         self._layouts.pop(name, None)
-        self._cache.forget(f"{self._root / name}/")
+        prefix = f"{self._root / name}/"
+        self._cache.forget(prefix)
+        self._forget_readings(prefix)
+
+    def _forget_readings(self, prefix: str) -> None:
+        for path in [p for p in self._last if p.startswith(prefix)]:
+            del self._last[path]
 
     def _read_device(self, name: str, now: float) -> list[PortSample]:
         dev_dir = self._root / name
@@ -205,6 +227,7 @@ class RdmaSysfs:
             self._forget(name)
             layout = None
         if layout is None or now - layout.scanned_at >= self._rescan:
+            self._forget_readings(f"{dev_dir}/")  # files the new layout no longer has
             layout = self._layouts[name] = self._scan(name, dev_dir, identity, now)
         samples = [self._read_port(name, layout.driver, p) for p in layout.ports]
         if stat_identity(dev_dir) != identity:
@@ -260,6 +283,7 @@ class RdmaSysfs:
             gid_types=_gid_types(port_dir),
             files=tuple(files.values()),
             paths=tuple(f.path for f in files.values()),
+            groups=_groups(tuple(f.path for f in files.values())),
         )
 
     # -- per tick ---------------------------------------------------------------------------
@@ -267,7 +291,14 @@ class RdmaSysfs:
     def _read_port(self, device: str, driver: str | None, port: _Port) -> PortSample:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
-        for f, data in zip(port.files, self._cache.read_many(port.paths, _COUNTER_READ), strict=True):
+        last = self._last
+        read = self._cache.read_dir
+        texts = [data for directory, names in port.groups for data in read(directory, names, _COUNTER_READ)]
+        for f, data in zip(port.files, texts, strict=True):
+            seen = last.get(f.path)
+            if seen is not None and seen[0] == data and seen[2] is f:  # same text, same layout
+                counters[f.key] = seen[1]
+                continue
             if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # not a counter's shape: read it all
                 try:
                     data = self._cache.read(f.path)
@@ -284,15 +315,17 @@ class RdmaSysfs:
             if data[-1:] == b"\n" and data[:-1].isdigit():
                 fast = int(data)
                 if fast <= f.raw_max:
-                    counters[f.key] = Counter(
+                    c = counters[f.key] = Counter(
                         f.raw_name, f.name, f.group, fast * f.scale, f.width, f.overflow, f.scale
                     )
+                    last[f.path] = (data, c, f)
                     continue
             value, problem = parse_counter(data)
             if value is None:
                 errors.append(f"{f.label}: {problem}")
                 continue
-            counters[f.key] = _counter(f, value)
+            c = counters[f.key] = _counter(f, value)
+            last[f.path] = (data, c, f)
         self.files_read += len(port.files)
         rate_text = self._attr(port.attrs + "rate")
         problem = rate_problem(rate_text)
@@ -327,6 +360,18 @@ def _counter(f: _File, value: int) -> Counter:
         # (64-bit data without unicast/multicast files) or q-counters summed over bound QPs.
         spec = CounterSpec(spec.name, 64, Overflow.WRAP, spec.scale)
     return Counter(f.raw_name, spec.name, f.group, value * spec.scale, spec.width, spec.overflow, spec.scale)
+
+
+def _groups(paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Consecutive paths of one directory as (directory, names), in order."""
+    out: list[tuple[str, list[str]]] = []
+    for path in paths:
+        head, _, name = path.rpartition("/")
+        if out and out[-1][0] == head:
+            out[-1][1].append(name)
+        else:
+            out.append((head, [name]))
+    return tuple((head, tuple(names)) for head, names in out)
 
 
 def _list_counters(dev_dir: Path, port: str, single_port: bool) -> tuple[tuple[Path, list[str]], ...]:

@@ -384,7 +384,7 @@ def test_descriptors_are_reused_across_ticks(tree: SysfsTree) -> None:
 def test_descriptors_beyond_the_budget_are_opened_and_closed(tree: SysfsTree) -> None:
     for spec in (MLX5_0, MLX5_1):
         tree.add_device(spec)
-    source = RdmaSysfs(tree.root, max_open=20)
+    source = RdmaSysfs(tree.root, max_open=20, max_dirs=0)  # files by full path past the budget
     for tick in range(3):
         tree.set_counters("mlx5_1", 1, {"np_cnp_sent": tick * 7})
         samples = source.read(float(tick))
@@ -392,6 +392,23 @@ def test_descriptors_beyond_the_budget_are_opened_and_closed(tree: SysfsTree) ->
         assert len(_port(samples, "mlx5_1").counters) == 52
     assert source.open_descriptors == 20
     assert source.opens == 20 + 3 * (2 * 55 - 20)  # the kept ones once, the others every tick
+    source.close()
+    assert source.open_descriptors == 0
+
+
+def test_files_past_the_budget_are_opened_through_kept_directories(tree: SysfsTree) -> None:
+    for spec in (MLX5_0, MLX5_1):
+        tree.add_device(spec)
+    source = RdmaSysfs(tree.root, max_open=0, max_dirs=2)
+    for tick in range(3):
+        tree.set_counters("mlx5_0", 1, {"np_cnp_sent": tick * 3})
+        tree.set_counters("mlx5_1", 1, {"np_cnp_sent": tick * 7})
+        samples = source.read(float(tick))
+        assert _port(samples, "mlx5_0").by_name()["cnp_sent"].value == tick * 3  # via a kept directory
+        assert _port(samples, "mlx5_1").by_name()["cnp_sent"].value == tick * 7  # by full path
+        assert [len(p.counters) for p in samples] == [52, 52]
+    assert source.open_descriptors == 2  # mlx5_0's counters/ and hw_counters/, nothing else
+    assert source.opens == 2 + 3 * 2 * 55  # the directories once, every file every tick
     source.close()
     assert source.open_descriptors == 0
 
