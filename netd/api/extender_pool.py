@@ -38,7 +38,8 @@ __all__ = ["SIZE", "ExtenderPool", "Tables", "shared_pool"]
 
 log = logging.getLogger(__name__)
 SIZE = 2
-TIMEOUT_S = 30.0  # a 25 MB body each way over a socket pair takes well under a second
+TIMEOUT_S = 30.0
+SOCKET_BUFFER = 4 << 20  # a 25 MB body each way over a socket pair takes well under a second
 _KEYS = itertools.count(1)
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding netd/
 
@@ -105,6 +106,9 @@ class Tables:
 class _Proc:
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
+        for sock, opt in itertools.product((ours, theirs), (socket.SO_SNDBUF, socket.SO_RCVBUF)):
+            # fewer, larger writes for a 25 MB body (the kernel caps this at net.core.wmem_max)
+            sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (_PACKAGE_ROOT, env.get("PYTHONPATH"))))
         self.popen = subprocess.Popen(
