@@ -34,12 +34,13 @@ from netd.congestion.scheduling import UnknownPolicy
 from netd.congestion.scorer import CongestionReport
 from netd.errors import NetdError
 
-__all__ = ["SIZE", "ExtenderPool", "Tables", "shared_pool"]
+__all__ = ["SIZE", "WORKER", "ExtenderPool", "Tables", "shared_pool"]
 
 log = logging.getLogger(__name__)
 SIZE = 2
-TIMEOUT_S = 30.0
-SOCKET_BUFFER = 4 << 20  # a 25 MB body each way over a socket pair takes well under a second
+TIMEOUT_S = 30.0  # a 25 MB body each way over a socket pair takes well under a second
+SOCKET_BUFFER = 4 << 20
+WORKER = (sys.executable, "-m", "netd.api.extender_worker")
 _KEYS = itertools.count(1)
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding netd/
 
@@ -104,20 +105,25 @@ class Tables:
 
 
 class _Proc:
-    def __init__(self) -> None:
+    def __init__(self, command: tuple[str, ...]) -> None:
         ours, theirs = socket.socketpair()
         for sock, opt in itertools.product((ours, theirs), (socket.SO_SNDBUF, socket.SO_RCVBUF)):
             # fewer, larger writes for a 25 MB body (the kernel caps this at net.core.wmem_max)
             sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (_PACKAGE_ROOT, env.get("PYTHONPATH"))))
-        self.popen = subprocess.Popen(
-            [sys.executable, "-m", "netd.api.extender_worker", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-        theirs.close()
+        try:
+            self.popen = subprocess.Popen(
+                [*command, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError as exc:
+            ours.close()
+            raise NetdError(f"cannot start an extender worker ({command[0]}): {exc.strerror or exc}") from exc
+        finally:
+            theirs.close()
         ours.settimeout(TIMEOUT_S)
         self.sock = ours
         self.held: dict[int, int] = {}  # router key -> generation this worker holds
@@ -141,15 +147,25 @@ class _Proc:
 
 
 class ExtenderPool:
-    def __init__(self, size: int = SIZE) -> None:
-        self.size = size
+    """``command``: a worker's command line, to which the socket's descriptor number is appended."""
+
+    def __init__(self, size: int = SIZE, command: tuple[str, ...] = WORKER) -> None:
+        self.size, self.command = size, command
         self._cond = threading.Condition()
         self._procs: list[_Proc] = []
 
     def start(self) -> None:
         with self._cond:
             if not self._procs:
-                self._procs = [_Proc() for _ in range(self.size)]
+                procs: list[_Proc] = []
+                try:
+                    for _ in range(self.size):
+                        procs.append(_Proc(self.command))
+                except NetdError:
+                    for p in procs:
+                        p.close()
+                    raise
+                self._procs = procs
                 atexit.register(self.close)
 
     def close(self) -> None:
@@ -174,7 +190,7 @@ class ExtenderPool:
                     if not p.busy and p.popen.poll() is not None:  # died idle: replaced before use
                         log.warning("extender worker %d exited (%s); replaced", p.popen.pid, p.popen.poll())
                         p.sock.close()
-                        self._procs[i] = _Proc()
+                        self._procs[i] = _Proc(self.command)  # NetdError: this request answers 503
                 if want is not None and want not in self._procs:
                     return None
                 free = [p for p in self._procs if not p.busy and (want is None or p is want)]
@@ -187,7 +203,10 @@ class ExtenderPool:
         with self._cond:
             proc.busy = False
             if failed and proc in self._procs:  # killed and replaced in its slot
-                self._procs[self._procs.index(proc)] = _Proc()
+                try:
+                    self._procs[self._procs.index(proc)] = _Proc(self.command)
+                except NetdError as exc:  # left dead in its slot: the next request tries again
+                    log.warning("%s", exc)
             self._cond.notify_all()
         if failed:
             proc.popen.kill()

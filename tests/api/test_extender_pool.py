@@ -14,10 +14,13 @@ import time
 import httpx
 import msgspec
 import pytest
+from fastapi import FastAPI
 
 from netd.api.app import create_app
 from netd.api.extender_pool import ExtenderPool, shared_pool
 from netd.api.extender_worker import node_index, score_table
+from netd.api.problems import install_problem_handlers
+from netd.api.routes_scheduler import scheduler_router
 from netd.congestion.scheduling import NodeIndex, UnknownPolicy
 from tests.api.conftest import serving
 from tests.api.test_extender import NAMES, cluster, pod
@@ -102,3 +105,32 @@ def test_workers_leave_when_their_listener_process_is_killed():
             assert all(_gone(pid) for pid in pids)
         finally:
             proc.kill()
+
+
+def _app_with(pool: ExtenderPool) -> FastAPI:
+    app = FastAPI()
+    install_problem_handlers(app)
+    app.include_router(scheduler_router(cluster(), pool=pool))
+    return app
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("/nonexistent/netd-extender-worker",),  # cannot be started at all
+        (sys.executable, "-c", "import sys; sys.exit(3)"),  # starts, and exits before answering
+    ],
+)
+def test_workers_that_cannot_answer_give_503_problems_not_hangs(free_port, command):
+    pool = ExtenderPool(command=command)
+    args = {"Pod": pod(), "Nodes": None, "NodeNames": NAMES}
+    try:
+        with serving(_app_with(pool), free_port) as base:
+            for _ in range(3):  # again and again: each request tries afresh, none waits forever
+                r = httpx.post(base + "/scheduler/prioritize", json=args, timeout=30)
+                assert r.status_code == 503
+                assert r.headers["content-type"] == "application/problem+json"
+                assert r.headers["retry-after"] == "1"
+    finally:
+        pool.close()
