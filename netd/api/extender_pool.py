@@ -48,7 +48,11 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holdin
 class Tables:
     """One router's score tables: built once per congestion report, sent to each worker once."""
 
-    INLINE_PORTS = 2000
+    # A host's own report (netd run) and a small cluster's are sent inline, so the request after a
+    # tick that took a port down already filters it; above this, each worker taking every report
+    # inline made the requests that carried it wait (100 nodes x 8 ports re-scored twice a second
+    # in `netd bench api`: 2 % of requests, the whole p99)
+    INLINE_PORTS = 256
 
     def __init__(self, pool: ExtenderPool, policy: UnknownPolicy) -> None:
         self.pool, self.policy = pool, policy
