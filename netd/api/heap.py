@@ -10,9 +10,11 @@ request that arrives meanwhile waits, whatever the thread or process that would 
 objects are not walked while young), and afterwards every object alive is frozen (``gc.freeze``:
 moved to the permanent generation that collections skip). Frozen objects are still freed by
 reference counting when the next refresh drops them (a view holds no reference cycles); only cyclic
-garbage that was alive at a freeze would stay, so every ``UNFREEZE_EVERY``-th refresh unfreezes
-instead, and the collection after it reclaims such cycles (one full walk instead of two or three per
-refresh).
+garbage that was alive at a freeze would stay, so a refresh at least ``UNFREEZE_EVERY_S`` (5 min)
+after the last unfreeze unfreezes instead, and the collection after it reclaims such cycles: one full
+walk every 5 minutes instead of two or three per refresh. The period is kept per process, not per
+view: an unfreeze thaws every view, and a small view refreshed twice a second beside a big one
+(`netd bench api`) unfroze the big one every 15 s when each view counted its own refreshes.
 """
 
 from __future__ import annotations
@@ -20,20 +22,23 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
-__all__ = ["UNFREEZE_EVERY", "SettledHeap"]
+__all__ = ["UNFREEZE_EVERY_S", "SettledHeap"]
 
-UNFREEZE_EVERY = 30
+UNFREEZE_EVERY_S = 300.0
 _lock = threading.Lock()  # gc's switches are process-wide: one refresh at a time decides them
+_last_unfreeze: list[float | None] = [None]  # process-wide too: any view's unfreeze thaws every view
 
 
 class SettledHeap:
     """One per refreshing view; :meth:`refresh` wraps each of its refreshes."""
 
-    def __init__(self, unfreeze_every: int = UNFREEZE_EVERY) -> None:
-        self.unfreeze_every = unfreeze_every
-        self.refreshes = 0
+    def __init__(
+        self, unfreeze_every_s: float = UNFREEZE_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.unfreeze_every_s, self.clock = unfreeze_every_s, clock
 
     @contextlib.contextmanager
     def refresh(self) -> Iterator[None]:
@@ -43,9 +48,12 @@ class SettledHeap:
             try:
                 yield
             finally:
-                self.refreshes += 1
-                if self.refreshes % self.unfreeze_every == 0:
+                now, last = self.clock(), _last_unfreeze[0]
+                if last is None:
+                    _last_unfreeze[0] = now
+                if last is not None and now - last >= self.unfreeze_every_s:
                     gc.unfreeze()
+                    _last_unfreeze[0] = now
                 else:
                     gc.freeze()
                 if enabled:

@@ -1,9 +1,10 @@
 """SettledHeap: what a refresh builds leaves the collector's sight, is still freed when dropped, and
-every few refreshes the collector sees everything again (cycles frozen meanwhile are reclaimed)."""
+every few minutes the collector sees everything again (cycles frozen meanwhile are reclaimed)."""
 
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 
 import pytest
@@ -37,21 +38,28 @@ def test_a_refresh_is_frozen_but_still_freed_when_dropped():
     assert gone() is None
 
 
-def test_every_nth_refresh_lets_the_collector_reclaim_frozen_cycles():
+def test_a_refresh_minutes_after_the_last_unfreeze_lets_the_collector_reclaim_frozen_cycles():
     gc.unfreeze()
-    heap = SettledHeap(unfreeze_every=2)
+    now = [time.monotonic() + 1e6]  # later than any refresh other tests made (the period is per process)
+    heap = SettledHeap(unfreeze_every_s=300.0, clock=lambda: now[0])
+    with heap.refresh():  # the period starts here
+        pass
     with heap.refresh():
         a, b = Score(1), Score(2)
         a.peer, b.peer = b, a  # type: ignore[attr-defined]
         gone = weakref.ref(a)
     del a, b
+    now[0] += 299.0
+    with heap.refresh():
+        pass
     gc.collect()
     assert gone() is not None  # a frozen cycle outlives collections...
+    now[0] += 2.0
     with heap.refresh():
         pass
     assert gc.get_freeze_count() == 0
     gc.collect()
-    assert gone() is None  # ...until the unfreezing refresh
+    assert gone() is None  # ...until the first refresh 5 minutes after the last unfreeze
 
 
 def test_a_disabled_collector_stays_disabled():
