@@ -25,36 +25,53 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-__all__ = ["UNFREEZE_EVERY_S", "SettledHeap"]
+__all__ = ["BIG_VIEW_PORTS", "UNFREEZE_EVERY_S", "Settle", "SettledHeap"]
 
 UNFREEZE_EVERY_S = 300.0
+BIG_VIEW_PORTS = 10_000  # ~1250 hosts x 8 rails; below, a full collection takes a few ms
 _lock = threading.Lock()  # gc's switches are process-wide: one refresh at a time decides them
 _last_unfreeze: list[float | None] = [None]  # process-wide too: any view's unfreeze thaws every view
 
 
+class Settle:
+    """What the refresh says about the view it built: how many ports (set inside ``with``)."""
+
+    ports = 0
+
+
 class SettledHeap:
-    """One per refreshing view; :meth:`refresh` wraps each of its refreshes."""
+    """One per refreshing view; :meth:`refresh` wraps each of its refreshes. Views under
+    ``big_ports`` ports are not frozen: a full collection over them is short, and a test suite's
+    many small views must not keep each other's cycles alive."""
 
     def __init__(
-        self, unfreeze_every_s: float = UNFREEZE_EVERY_S, clock: Callable[[], float] = time.monotonic
+        self,
+        unfreeze_every_s: float = UNFREEZE_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        big_ports: int = BIG_VIEW_PORTS,
     ) -> None:
-        self.unfreeze_every_s, self.clock = unfreeze_every_s, clock
+        self.unfreeze_every_s, self.clock, self.big_ports = unfreeze_every_s, clock, big_ports
 
     @contextlib.contextmanager
-    def refresh(self) -> Iterator[None]:
+    def refresh(self) -> Iterator[Settle]:
         with _lock:
             enabled = gc.isenabled()
             gc.disable()
+            settle = Settle()
             try:
-                yield
+                yield settle
             finally:
-                now, last = self.clock(), _last_unfreeze[0]
-                if last is None:
-                    _last_unfreeze[0] = now
-                if last is not None and now - last >= self.unfreeze_every_s:
-                    gc.unfreeze()
-                    _last_unfreeze[0] = now
-                else:
-                    gc.freeze()
+                if settle.ports >= self.big_ports:
+                    self._settle()
                 if enabled:
                     gc.enable()
+
+    def _settle(self) -> None:
+        now, last = self.clock(), _last_unfreeze[0]
+        if last is None:
+            _last_unfreeze[0] = now
+        if last is not None and now - last >= self.unfreeze_every_s:
+            gc.unfreeze()
+            _last_unfreeze[0] = now
+        else:
+            gc.freeze()

@@ -57,8 +57,9 @@ class SyntheticCluster:
         self.refresh()
 
     def refresh(self) -> None:
-        with self._heap.refresh():  # as netd fabric's view refresh (netd.api.heap)
+        with self._heap.refresh() as settle:  # as netd fabric's view refresh (netd.api.heap)
             self._refresh()
+            settle.ports = self.nodes * self.rails
 
     def _refresh(self) -> None:
         rng, inputs = self._rng, []

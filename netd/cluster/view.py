@@ -188,8 +188,10 @@ class FabricView:
 
     def refresh(self) -> ClusterSnapshot | None:
         try:
-            with self._heap.refresh():  # a 5000-node view is not walked by every collection (netd.api.heap)
-                return self._refresh()
+            with self._heap.refresh() as settle:  # a 5000-node view is not walked by every collection
+                snap = self._refresh()
+                settle.ports = len(snap.congestion.ports) if snap and snap.congestion else 0
+                return snap
         finally:
             self.generation = object()
 

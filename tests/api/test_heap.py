@@ -26,9 +26,10 @@ def _thawed():
 
 def test_a_refresh_is_frozen_but_still_freed_when_dropped():
     gc.unfreeze()
-    with SettledHeap().refresh():
+    with SettledHeap().refresh() as settle:
         assert not gc.isenabled()  # no collection walks the view while it is being built
         view = [Score(n) for n in range(20_000)]
+        settle.ports = len(view)
     assert gc.isenabled()
     assert gc.get_freeze_count() >= 20_000
     tracked = {id(o) for o in gc.get_objects()}
@@ -41,7 +42,7 @@ def test_a_refresh_is_frozen_but_still_freed_when_dropped():
 def test_a_refresh_minutes_after_the_last_unfreeze_lets_the_collector_reclaim_frozen_cycles():
     gc.unfreeze()
     now = [time.monotonic() + 1e6]  # later than any refresh other tests made (the period is per process)
-    heap = SettledHeap(unfreeze_every_s=300.0, clock=lambda: now[0])
+    heap = SettledHeap(unfreeze_every_s=300.0, clock=lambda: now[0], big_ports=0)
     with heap.refresh():  # the period starts here
         pass
     with heap.refresh():
@@ -60,6 +61,14 @@ def test_a_refresh_minutes_after_the_last_unfreeze_lets_the_collector_reclaim_fr
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert gone() is None  # ...until the first refresh 5 minutes after the last unfreeze
+
+
+def test_a_small_view_is_not_frozen():
+    gc.unfreeze()
+    with SettledHeap().refresh() as settle:
+        view = [Score(n) for n in range(100)]
+        settle.ports = len(view)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_a_disabled_collector_stays_disabled():
