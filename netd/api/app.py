@@ -56,7 +56,8 @@ def create_app(
     )
     view = view or HostView(state)
     app.include_router(topology_router(view))
-    app.include_router(scheduler_router(view, scheduler))
+    app.state.extender_warmers = []  # netd.api.routes_scheduler.warm_extender
+    app.include_router(scheduler_router(view, scheduler, warmers=app.state.extender_warmers))
     app.include_router(flows_router(state))
     app.include_router(anomalies_router(state))
     for router in routers:  # feature routers built by the composition root (e.g. /v1/nccl)

@@ -13,20 +13,32 @@ nor the collector could open anything. This protocol (uvicorn's httptools one, p
   the tuner and the NCCL socket (:func:`connection_budget`), so clients never take the last ones;
 * gives each request head ``head_timeout_s`` from the connection (or the previous response) and
   each body ``body_timeout_s`` from the end of its head, as hard deadlines that trickled bytes do not
-  extend; an expired connection is closed.
+  extend; an expired connection is closed;
+* counts requests that are not HTTP (answered 400 and closed by uvicorn) and logs them at most once
+  per ``invalid_log_every_s`` with the count since the last line: uvicorn logs one warning per such
+  request, so a flood of garbage grew the log without bound.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import resource
+import time
 from asyncio import TimerHandle, Transport
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["ConnectionLimits", "ConnectionStats", "connection_budget", "guarded_protocol"]
+__all__ = [
+    "ConnectionLimits",
+    "ConnectionStats",
+    "InvalidRequestLog",
+    "connection_budget",
+    "guarded_protocol",
+]
 
 FD_RESERVE = 256  # descriptors kept for everything but HTTP clients (sysfs, netlink, BPF, sockets, logs)
 
@@ -42,6 +54,7 @@ class ConnectionLimits:
     # default of 2048 let 2000 simultaneous clients hold 1465 descriptors for a moment); it is also
     # the kernel's queue of connections not yet accepted
     backlog: int = 128
+    invalid_log_every_s: float = 60.0  # at most one log line about non-HTTP requests per this long
 
 
 @dataclass
@@ -52,6 +65,7 @@ class ConnectionStats:
     evicted: int = 0
     timed_out: int = 0
     open: int = 0
+    invalid: int = 0  # requests that were not HTTP
 
 
 def connection_budget(wanted: int, reserve: int = FD_RESERVE) -> int:
@@ -85,13 +99,57 @@ def _refusal(retry_after_s: int) -> bytes:
     return head.encode() + body
 
 
+INVALID = "Invalid HTTP request received."  # uvicorn's message (httptools_impl.data_received)
+
+
+class InvalidRequestLog:
+    """Stands in for uvicorn's ``uvicorn.error`` logger on netd's connections: every call passes
+    through, except uvicorn's warning about a request that is not HTTP, which is counted in
+    ``stats.invalid`` and logged at most once per ``every_s`` (with how many there were)."""
+
+    def __init__(
+        self,
+        stats: ConnectionStats,
+        every_s: float,
+        logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stats, self.every_s, self.clock = stats, every_s, clock
+        self.logger = logger or logging.getLogger("uvicorn.error")
+        self._last_line: float | None = None
+        self._unlogged = 0
+
+    def warning(self, msg: object, *args: Any, **kwargs: Any) -> None:
+        if msg != INVALID:
+            self.logger.warning(msg, *args, **kwargs)
+            return
+        self.stats.invalid += 1
+        self._unlogged += 1
+        now = self.clock()
+        if self._last_line is None or now - self._last_line >= self.every_s:
+            self.logger.warning(
+                "%d invalid HTTP requests received (answered 400 and closed; logged at most once per %g s)",
+                self._unlogged,
+                self.every_s,
+            )
+            self._last_line, self._unlogged = now, 0
+
+    def __getattr__(self, name: str) -> Any:  # level, log, error, info, ...: uvicorn's logger's own
+        return getattr(self.logger, name)
+
+
 def guarded_protocol(limits: ConnectionLimits, stats: ConnectionStats) -> type[HttpToolsProtocol]:
     """uvicorn's httptools protocol with ``limits`` (a class: uvicorn instantiates it per connection)."""
     refusal = _refusal(limits.retry_after_s)
+    invalid_log = InvalidRequestLog(stats, limits.invalid_log_every_s)
 
     class GuardedHttp(HttpToolsProtocol):
         _deadline: TimerHandle | None = None
         _idle_since: float | None = None  # loop time since no request is in progress
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.logger = invalid_log  # type: ignore[assignment]
 
         def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)

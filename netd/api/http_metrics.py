@@ -36,6 +36,12 @@ class HttpCollector(Collector):
             family = CounterMetricFamily(f"netd_http_connections_{name}", help_)
             family.add_metric([], value)
             yield family
+        invalid = CounterMetricFamily(
+            "netd_http_requests_invalid",
+            "Requests that were not HTTP, answered 400 and closed (logged at most once a minute).",
+        )
+        invalid.add_metric([], c.invalid)
+        yield invalid
         open_ = GaugeMetricFamily("netd_http_connections_open", "Client connections open (at the last tick).")
         open_.add_metric([], c.open)
         yield open_

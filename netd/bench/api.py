@@ -28,6 +28,8 @@ from typing import Any
 import uvicorn
 
 from netd.api.app import create_app
+from netd.api.heap import SettledHeap
+from netd.api.routes_scheduler import warm_extender
 from netd.api.server import Server, bind, share_interpreter_lock
 from netd.api.service_view import ClusterSnapshot
 from netd.bench.api_scale import BigListener, extender_bodies, extender_phases, listener_phases
@@ -51,9 +53,15 @@ class SyntheticCluster:
         self._rng = random.Random(seed)
         self._scorer = CongestionScorer()
         self.snap: ClusterSnapshot | None = None
+        self._heap = SettledHeap()
         self.refresh()
 
     def refresh(self) -> None:
+        with self._heap.refresh() as settle:  # as netd fabric's view refresh (netd.api.heap)
+            self._refresh()
+            settle.ports = self.nodes * self.rails
+
+    def _refresh(self) -> None:
         rng, inputs = self._rng, []
         for n in range(self.nodes):
             for r in range(self.rails):
@@ -141,6 +149,8 @@ def bench_api(
         )
         with share_interpreter_lock():  # netd run's interpreter setting while it serves
             try:
+                # steady state: `netd run` starts the extender's workers on its first extender request
+                warm_extender(app)
                 for t in threads:
                     t.start()
                 while not server.started:

@@ -20,6 +20,7 @@ import uvicorn
 
 from netd.api.app import create_app
 from netd.api.extender_wire import encode_filter, read_args
+from netd.api.routes_scheduler import warm_extender
 from netd.api.server import Server, bind
 from netd.bench.load_run import percentile, run_load, start_load
 from netd.config.service import SchedulerConfig
@@ -84,7 +85,7 @@ class BigListener:
         from netd.bench.api import SyntheticCluster  # the module that runs us
 
         self.view = SyntheticCluster(nodes)
-        app = create_app(state, lambda: None, 1.0, view=self.view, scheduler=scheduler)
+        self.app = app = create_app(state, lambda: None, 1.0, view=self.view, scheduler=scheduler)
         self.sock = bind("127.0.0.1", 0)
         self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
@@ -103,6 +104,7 @@ class BigListener:
         return snap.congestion if snap is not None else None
 
     def __enter__(self) -> BigListener:
+        warm_extender(self.app)  # the extender's workers and table, ready before load (as `netd fabric`)
         for t in self._threads:
             t.start()
         while not self.server.started:

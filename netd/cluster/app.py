@@ -47,7 +47,8 @@ def create_fabric_app(
         guard,
     )
     app.include_router(topology_router(view))
-    app.include_router(scheduler_router(view, scheduler))
+    app.state.extender_warmers = []  # netd.api.routes_scheduler.warm_extender
+    app.include_router(scheduler_router(view, scheduler, warmers=app.state.extender_warmers))
     for router in routers:
         app.include_router(router)
 

@@ -58,6 +58,7 @@ def _readiness(view: FabricView, stale_after_s: float) -> Callable[[], tuple[boo
 
 
 def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warning") -> int:
+    from netd.api.routes_scheduler import warm_extender
     from netd.api.server import Server, bind, share_interpreter_lock  # the same listener rules as `netd run`
 
     host, port = cfg.listen_address()
@@ -85,6 +86,7 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
             version=lambda: view.generation,  # /metrics is rendered again after each refresh
         )
         server = Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
+        warm_extender(app)  # the extender's worker processes, warm before kube-scheduler asks
         snap = view.current()
         seen = f"{len(snap.topology.hosts)} hosts" if snap and snap.topology else "no data yet"
         c = cfg.cluster

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from netd.api.heap import SettledHeap
 from netd.api.service_view import ClusterSnapshot
 from netd.config.service import ClusterConfig
 from netd.congestion.score import SIGNALS, Components
@@ -145,6 +146,7 @@ class FabricView:
         self.client = client or PrometheusClient(cfg.prometheus_url, cfg.query_timeout)
         self._clock = clock
         self._snapshot: ClusterSnapshot | None = None
+        self._heap = SettledHeap()
         self._peers: dict[tuple[str, str], tuple[float, Mapping[str, int] | None]] = {}
         self.stats = FabricStats()
         self.generation = object()  # replaced after every refresh attempt, good or not
@@ -186,7 +188,10 @@ class FabricView:
 
     def refresh(self) -> ClusterSnapshot | None:
         try:
-            return self._refresh()
+            with self._heap.refresh() as settle:  # a 5000-node view is not walked by every collection
+                snap = self._refresh()
+                settle.ports = len(snap.congestion.ports) if snap and snap.congestion else 0
+                return snap
         finally:
             self.generation = object()
 

@@ -1,15 +1,16 @@
 """The scheduler's per-report index: the unknown-node policies, the stale view, and a big report's
-index swapped in by a thread while requests keep being answered from the previous one."""
+table rolled out to the extender's workers by a thread while they keep answering from the previous one."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
 import pytest
 
 from netd.api.app import create_app
-from netd.api.routes_scheduler import _IndexCache
+from netd.api.extender_pool import ExtenderPool, Tables
 from netd.bench.api import SyntheticCluster
 from netd.config.service import SchedulerConfig
 from netd.congestion.scheduling import UNKNOWN_REASON, NodeIndex, UnknownPolicy
@@ -65,17 +66,32 @@ def test_a_view_older_than_stale_after_vouches_for_no_node(free_port):
 
 
 @pytest.mark.slow
-def test_a_big_report_is_swapped_in_by_a_thread():
+def test_a_big_report_is_rolled_out_to_the_workers_by_a_thread():
     view = SyntheticCluster(300, rails=8)  # 2400 ports: over the inline limit
     first = view.current().congestion  # type: ignore[union-attr]
-    assert first is not None and len(first.ports) > _IndexCache.INLINE_PORTS
-    cache = _IndexCache(UnknownPolicy())
-    a = cache.get(first)
-    assert a.report is first  # nothing older: built by the request
-    view.refresh()
-    second = view.current().congestion  # type: ignore[union-attr]
-    assert cache.get(second) is a  # answered from the previous index while the new one is built
-    deadline = time.monotonic() + 60
-    while cache.get(second).report is not second:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert first is not None and len(first.ports) > Tables.INLINE_PORTS
+    names = [f"node-{n:03d}" for n in range(300)]
+    body = json.dumps({"Pod": {"metadata": {"name": "p"}}, "NodeNames": names}).encode()
+    pool = ExtenderPool()
+    try:
+        tables = Tables(pool, UnknownPolicy())
+
+        def scores(min_gen: int) -> list[int]:
+            _, said, payload = pool.call(tables, b"P", [tables.key, min_gen, "g", 0.3], body, lambda g: None)
+            return [h["Score"] for h in json.loads(bytes(payload))]
+
+        assert tables.wanted(first) == 1  # nothing older: the request needs this one
+        assert scores(1) == [s for _, s in NodeIndex(first).prioritize(names)[0]]
+        view.refresh()
+        second = view.current().congestion  # type: ignore[union-attr]
+        assert tables.wanted(second) == 1  # answered from the previous table while the new one rolls out
+        deadline = time.monotonic() + 60
+        while tables.wanted(second) != 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        expected = [s for _, s in NodeIndex(second).prioritize(names)[0]]
+        assert expected != [s for _, s in NodeIndex(first).prioritize(names)[0]]  # the refresh moved some
+        assert scores(2) == expected
+        assert pool.held(tables.key) == [2] * pool.size  # every worker took it (and acknowledged)
+    finally:
+        pool.close()

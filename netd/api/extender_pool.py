@@ -1,0 +1,293 @@
+"""The extender's worker processes, seen from the listener: who answers a request, and which score
+table each worker holds.
+
+The pool is one per process (every listener of the process shares it) and ``SIZE`` workers strong:
+two, so that one answers while the other takes a new table (building its index from a 40,000-port
+table takes ~0.1-1 s). Workers start on the first extender request, or at start with :meth:`start`
+(`netd fabric` does; `netd run`, whose extender is rarely asked, spawns none until asked). A worker
+that dies or stops answering is killed and replaced, and its request retried once on the new one.
+
+:class:`Tables` is one router's side: a generation per congestion report, and the oldest generation
+a request may be answered from. A small report (``INLINE_PORTS``) must be the one answered from, so
+a worker that lacks it is sent it first (a few ms); a big one is rolled out to the workers one at a
+time by a thread while requests are answered from the previous table, as before issue 18's workers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from netd.api.extender_worker import decode_meta, recv_frame, score_table, send_frame
+from netd.congestion.scheduling import UnknownPolicy
+from netd.congestion.scorer import CongestionReport
+from netd.errors import NetdError
+
+__all__ = ["SIZE", "WORKER", "ExtenderPool", "Tables", "shared_pool"]
+
+log = logging.getLogger(__name__)
+SIZE = 2
+TIMEOUT_S = 30.0  # a 25 MB body each way over a socket pair takes well under a second
+SOCKET_BUFFER = 4 << 20
+WORKER = (sys.executable, "-m", "netd.api.extender_worker")
+_KEYS = itertools.count(1)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding netd/
+
+
+class Tables:
+    """One router's score tables: built once per congestion report, sent to each worker once."""
+
+    # A host's own report (netd run) and a small cluster's are sent inline, so the request after a
+    # tick that took a port down already filters it; above this, each worker taking every report
+    # inline made the requests that carried it wait (100 nodes x 8 ports re-scored twice a second
+    # in `netd bench api`: 2 % of requests, the whole p99)
+    INLINE_PORTS = 256
+
+    def __init__(self, pool: ExtenderPool, policy: UnknownPolicy) -> None:
+        self.pool, self.policy = pool, policy
+        self.key = next(_KEYS)
+        self._lock = threading.Lock()
+        self._swap = threading.Lock()
+        self._report: object = self  # nothing yet (None is a report: "no view")
+        self._gen = 0
+        self.min_gen = 0  # the oldest table a request may be answered from
+        self._encoded: dict[int, msgspec.Raw] = {}  # gen -> the T frame's meta; the last two
+
+    def wanted(self, report: CongestionReport | None) -> int:
+        """The oldest generation a request about ``report`` may be answered from."""
+        if report is self._report:
+            return self.min_gen
+        with self._lock:
+            if report is not self._report:
+                had_view = self._report is not None and self._report is not self
+                self._gen += 1
+                big = report is not None and len(report.ports) > self.INLINE_PORTS
+                if not big or not had_view:  # needed now: stored before any request sees the report
+                    self._store(self._gen, report)
+                    self.min_gen = self._gen
+                self._report = report
+                if big:  # to every worker, one at a time (the first needed one may get it first)
+                    threading.Thread(
+                        target=self._roll,
+                        args=(self._gen, report, had_view),
+                        name="netd-extender-table",
+                        daemon=True,
+                    ).start()
+        return self.min_gen
+
+    def _store(self, gen: int, report: CongestionReport | None) -> None:
+        meta = {"key": self.key, "gen": gen, "table": score_table(report, self.policy)}
+        raw = msgspec.Raw(msgspec.msgpack.encode(meta))
+        with self._swap:  # readers take the dict as it is, never while it changes
+            self._encoded = dict(sorted({**self._encoded, gen: raw}.items())[-2:])
+
+    def latest(self) -> tuple[int, msgspec.Raw]:
+        encoded = self._encoded
+        gen = max(encoded)
+        return gen, encoded[gen]
+
+    def _roll(self, gen: int, report: CongestionReport, store: bool) -> None:
+        if store:
+            self._store(gen, report)
+        try:
+            self.pool.broadcast(self, gen)
+        except NetdError as exc:  # the replaced worker is sent the table by its first request
+            log.warning("extender table not rolled out to every worker: %s", exc)
+        with self._lock:
+            self.min_gen = max(self.min_gen, gen)
+
+
+class _Proc:
+    def __init__(self, command: tuple[str, ...]) -> None:
+        ours, theirs = socket.socketpair()
+        for sock, opt in itertools.product((ours, theirs), (socket.SO_SNDBUF, socket.SO_RCVBUF)):
+            # fewer, larger writes for a 25 MB body (the kernel caps this at net.core.wmem_max)
+            sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (_PACKAGE_ROOT, env.get("PYTHONPATH"))))
+        try:
+            self.popen = subprocess.Popen(
+                [*command, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        except OSError as exc:
+            ours.close()
+            raise NetdError(f"cannot start an extender worker ({command[0]}): {exc.strerror or exc}") from exc
+        finally:
+            theirs.close()
+        ours.settimeout(TIMEOUT_S)
+        self.sock = ours
+        self.held: dict[int, int] = {}  # router key -> generation this worker holds
+        self.busy = False
+
+    def send_table(self, tables: Tables) -> None:
+        gen, meta = tables.latest()
+        send_frame(self.sock, b"T", meta)
+        kind, _, _ = recv_frame(self.sock)
+        if kind != b"K":
+            raise EOFError(f"extender worker answered {kind!r} to a table")
+        self.held[tables.key] = gen
+
+    def close(self) -> None:
+        self.sock.close()  # the worker leaves when its socket closes
+        try:
+            self.popen.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+class ExtenderPool:
+    """``command``: a worker's command line, to which the socket's descriptor number is appended."""
+
+    def __init__(self, size: int = SIZE, command: tuple[str, ...] = WORKER) -> None:
+        self.size, self.command = size, command
+        self._cond = threading.Condition()
+        self._procs: list[_Proc] = []
+
+    def start(self) -> None:
+        with self._cond:
+            if not self._procs:
+                procs: list[_Proc] = []
+                try:
+                    for _ in range(self.size):
+                        procs.append(_Proc(self.command))
+                except NetdError:
+                    for p in procs:
+                        p.close()
+                    raise
+                self._procs = procs
+                atexit.register(self.close)
+
+    def close(self) -> None:
+        with self._cond:
+            procs, self._procs = self._procs, []
+        for p in procs:
+            p.close()
+
+    def pids(self) -> list[int]:
+        return [p.popen.pid for p in self._procs]
+
+    def held(self, key: int) -> list[int]:
+        """The table generation of router ``key`` each worker has acknowledged (-1: none)."""
+        return [p.held.get(key, -1) for p in self._procs]
+
+    def _acquire(self, want: _Proc | None = None) -> _Proc | None:
+        """A free worker (``want``: that one; None when it has been replaced meanwhile)."""
+        self.start()
+        with self._cond:
+            while True:
+                for i, p in enumerate(self._procs):
+                    if not p.busy and p.popen.poll() is not None:  # died idle: replaced before use
+                        log.warning("extender worker %d exited (%s); replaced", p.popen.pid, p.popen.poll())
+                        p.sock.close()
+                        self._procs[i] = _Proc(self.command)  # NetdError: this request answers 503
+                if want is not None and want not in self._procs:
+                    return None
+                free = [p for p in self._procs if not p.busy and (want is None or p is want)]
+                if free:
+                    free[0].busy = True
+                    return free[0]
+                self._cond.wait()
+
+    def _release(self, proc: _Proc, failed: bool) -> None:
+        with self._cond:
+            proc.busy = False
+            if failed and proc in self._procs:  # killed and replaced in its slot
+                try:
+                    self._procs[self._procs.index(proc)] = _Proc(self.command)
+                except NetdError as exc:  # left dead in its slot: the next request tries again
+                    log.warning("%s", exc)
+            self._cond.notify_all()
+        if failed:
+            proc.popen.kill()
+            proc.close()
+
+    def broadcast(self, tables: Tables, gen: int) -> None:
+        """Send ``tables``' latest table to every worker that has not got ``gen``, one at a time (the
+        others keep answering)."""
+        for target in list(self._procs):
+            if target.held.get(tables.key, -1) >= gen:
+                continue
+            proc = self._acquire(target)
+            if proc is None:
+                continue
+            failed = True
+            try:
+                if proc.held.get(tables.key, -1) < gen:
+                    proc.send_table(tables)
+                failed = False
+            except (OSError, EOFError) as exc:
+                raise NetdError(f"extender worker {proc.popen.pid} failed: {exc}") from exc
+            finally:
+                self._release(proc, failed)
+
+    def call(
+        self, tables: Tables, kind: bytes, meta: list[Any], body: bytes, peers: Callable[[str], Any]
+    ) -> tuple[bytes, Any, bytearray]:
+        """(kind, meta, payload) of the worker's answer: ``R`` or ``E``; ``meta[1]`` is the oldest
+        table generation it may use. ``peers(group)`` answers a worker that asks for a pod group's."""
+        error: Exception | None = None
+        for _ in range(2):
+            proc = self._acquire()
+            assert proc is not None
+            failed = True
+            try:
+                out = self._exchange(proc, tables, kind, meta, body, peers)
+                failed = False
+                return out
+            except (OSError, EOFError) as exc:
+                error = exc
+                log.warning("extender worker %d failed (%s); replaced", proc.popen.pid, exc)
+            finally:
+                self._release(proc, failed)
+        raise NetdError(f"extender workers failed: {error}")
+
+    def _exchange(
+        self,
+        proc: _Proc,
+        tables: Tables,
+        kind: bytes,
+        meta: list[Any],
+        body: bytes,
+        peers: Callable[[str], Any],
+    ) -> tuple[bytes, Any, bytearray]:
+        if proc.held.get(tables.key, -1) < meta[1]:
+            proc.send_table(tables)
+        send_frame(proc.sock, kind, meta, body)
+        while True:
+            got, raw, payload = recv_frame(proc.sock)
+            answer = decode_meta(raw)
+            if got == b"M":  # it dropped our table (it keeps a few routers' only)
+                proc.send_table(tables)
+                send_frame(proc.sock, kind, meta, body)
+            elif got == b"Q":
+                send_frame(proc.sock, b"G", peers(answer))
+            else:
+                return got, answer, payload
+
+
+_SHARED: ExtenderPool | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_pool() -> ExtenderPool:
+    """The process's pool (started on first use)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = ExtenderPool()
+        return _SHARED

@@ -1,0 +1,211 @@
+"""An extender worker process: reads kube-scheduler's bodies and scores them on its own interpreter.
+
+Parsing a 25 MB ``v1.NodeList`` holds an interpreter lock for ~25-50 ms, and scoring 5000 names for a
+few ms; in the listener's process either stalls the event loop, /healthz with it (issue 18). A worker
+(``python -m netd.api.extender_worker FD``, started by netd.api.extender_pool) gets the raw body over
+a socket and sends back the answer's bytes, so the listener only moves bytes.
+
+It holds one :class:`NodeIndex` per router (the latest it was sent), built from a **score table**:
+each port's host, ToR, spines, identity, up/stormed and smoothed score, and each ToR's and spine's
+smoothed score — what NodeIndex reads of a congestion report, a few MB at 40,000 ports instead of the
+whole report. The listener's process pays only for writing that table once per report.
+
+Frames (both ways): ``!cIQ`` = kind, meta length, payload length; then meta (msgpack), payload.
+
+==========  ===================================  =========================================
+kind        to the worker                        from the worker
+==========  ===================================  =========================================
+``T``       meta: the score table                ``K``: table taken
+``F``/``P`` filter/prioritize; payload: body     ``R``: meta [unknown, removed, pod, gen],
+                                                 payload: the answer; ``M``: no table recent
+                                                 enough (send one, ask again); ``E``: meta
+                                                 [kind, status, detail-or-errors]
+``G``       meta: peers (node -> pods) or None   (after ``Q``: meta = the pod's group)
+==========  ===================================  =========================================
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import struct
+import sys
+from collections import OrderedDict
+from typing import Any, cast
+
+import msgspec
+from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+
+from netd.api.extender_wire import encode_filter, encode_priorities, read_args
+from netd.congestion.scheduling import NodeIndex, UnknownPolicy
+from netd.congestion.scorer import CongestionReport
+
+__all__ = ["HEADER", "decode_meta", "node_index", "recv_frame", "score_table", "send_frame", "serve"]
+
+HEADER = struct.Struct("!cIQ")
+KEEP_ROUTERS = 16  # tables kept per worker (one per listener's router; tests create many)
+_ENC = msgspec.msgpack.Encoder(enc_hook=str)  # a 422's ctx may hold the ValueError: its text
+
+
+def send_frame(sock: socket.socket, kind: bytes, meta: Any = None, payload: bytes = b"") -> None:
+    """The payload is sent as it is (a 25 MB body is not copied into the frame)."""
+    head = _ENC.encode(meta)
+    sock.sendall(HEADER.pack(kind, len(head), len(payload)) + head)
+    if payload:
+        sock.sendall(payload)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise EOFError("extender peer closed the socket")
+        got += k
+    return buf
+
+
+def recv_frame(sock: socket.socket) -> tuple[bytes, bytearray, bytearray]:
+    """(kind, meta as msgpack, payload); EOFError when the other side is gone."""
+    kind, meta_len, payload_len = HEADER.unpack(_recv_exact(sock, HEADER.size))
+    return kind, _recv_exact(sock, meta_len), _recv_exact(sock, payload_len)
+
+
+def score_table(report: CongestionReport | None, policy: UnknownPolicy) -> dict[str, Any]:
+    """What a worker needs of ``report`` to build the same NodeIndex (None: every node unknown).
+    Per port only C-level copies (labels, three fields): this runs in the listener's process."""
+    table: dict[str, Any] = {"policy": [policy.mode, policy.neutral_score], "report": None}
+    if report is not None:
+        table["report"] = [
+            [[dict(p.labels), p.up, p.stormed, p.smoothed] for p in report.ports],
+            [[t.name, t.smoothed] for t in report.tors],
+            [[s.name, s.smoothed] for s in report.spines],
+        ]
+    return table
+
+
+# What NodeIndex reads of a report's scores, decoded by msgspec at C speed (building ScopeScores in
+# Python took ~1 s at 40,000 ports on a loaded machine, while that worker answered nothing).
+class _Port(msgspec.Struct, array_like=True, frozen=True):
+    labels: dict[str, str]
+    up: bool
+    stormed: bool
+    smoothed: float
+
+
+class _Scope(msgspec.Struct, array_like=True, frozen=True):
+    name: str
+    smoothed: float
+
+
+class _Scores(msgspec.Struct, array_like=True, frozen=True):
+    ports: tuple[_Port, ...]
+    tors: tuple[_Scope, ...]
+    spines: tuple[_Scope, ...]
+
+
+class _Table(msgspec.Struct, frozen=True):
+    policy: tuple[str, int]
+    report: _Scores | None
+
+
+class _TableFrame(msgspec.Struct, frozen=True):
+    key: int
+    gen: int
+    table: _Table
+
+
+_TABLE = msgspec.msgpack.Decoder(_TableFrame)
+
+
+def node_index(table: bytes | bytearray | _Table) -> NodeIndex:
+    """The NodeIndex a score table (msgpack, or decoded) describes: the same answers as the
+    listener's NodeIndex of the report (NodeIndex reads only these fields of its ports and scopes)."""
+    if not isinstance(table, _Table):
+        table = msgspec.msgpack.decode(table, type=_Table)
+    report = cast(CongestionReport | None, table.report)
+    return NodeIndex(report, UnknownPolicy(*table.policy))
+
+
+def decode_meta(raw: bytes | bytearray) -> Any:
+    return msgspec.msgpack.decode(raw) if raw else None
+
+
+def _problem(exc: Exception) -> list[Any]:
+    if isinstance(exc, RequestValidationError):
+        return ["invalid", 422, list(exc.errors())]
+    if isinstance(exc, HTTPException):
+        return ["http", exc.status_code, str(exc.detail)]
+    return ["error", 500, f"{type(exc).__name__}: {exc}"]
+
+
+class _Worker:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.tables: OrderedDict[int, tuple[int, NodeIndex]] = OrderedDict()  # router -> (gen, index)
+
+    def take_table(self, raw: bytearray) -> None:
+        frame = _TABLE.decode(raw)
+        key, gen = frame.key, frame.gen
+        held = self.tables.get(key)
+        if held is None or held[0] < gen:
+            self.tables[key] = (gen, node_index(frame.table))
+        self.tables.move_to_end(key)
+        while len(self.tables) > KEEP_ROUTERS:
+            self.tables.popitem(last=False)
+        send_frame(self.sock, b"K")
+
+    def answer(self, kind: bytes, meta: list[Any], body: bytes) -> None:
+        key, min_gen, group_label, peer_weight = meta
+        held = self.tables.get(key)
+        if held is None or held[0] < min_gen:
+            send_frame(self.sock, b"M")
+            return
+        gen, index = held
+        try:
+            asked = read_args(body)
+        except (HTTPException, RequestValidationError) as exc:
+            send_frame(self.sock, b"E", _problem(exc))
+            return
+        if kind == b"F":
+            passed, failed, unknown = index.filter(asked.names)
+            out, removed = encode_filter(asked, passed, failed), len(failed)
+        else:
+            group = asked.group(group_label)
+            peers = None
+            if group:
+                send_frame(self.sock, b"Q", group)
+                _, said, _ = recv_frame(self.sock)
+                peers = decode_meta(said)
+            scores, unknown = index.prioritize(asked.names, peers, peer_weight)
+            out, removed = encode_priorities(scores), 0
+        send_frame(self.sock, b"R", [unknown, removed, asked.pod_name, gen], out)
+
+    def run(self) -> None:
+        while True:
+            try:
+                kind, meta, payload = recv_frame(self.sock)
+            except (EOFError, ConnectionError):
+                return  # the listener's process stopped (or died): so do we
+            if kind == b"T":
+                self.take_table(meta)
+                continue
+            try:
+                self.answer(kind, decode_meta(meta), bytes(payload))
+            except (EOFError, ConnectionError):
+                return
+            except Exception as exc:  # a bug must cost one request a 500, not the worker
+                send_frame(self.sock, b"E", _problem(exc))
+
+
+def serve(fd: int) -> None:
+    # Ctrl-C reaches the whole process group; the listener's process decides when workers stop
+    # (they leave when their socket closes), so an interrupt prints no traceback here
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _Worker(socket.socket(fileno=fd)).run()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

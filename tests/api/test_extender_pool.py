@@ -1,0 +1,136 @@
+"""The extender's worker processes: the score table reproduces the listener's NodeIndex, a killed
+worker is replaced without failing a request, and workers never outlive the process that started
+them (closed or killed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import httpx
+import msgspec
+import pytest
+from fastapi import FastAPI
+
+from netd.api.app import create_app
+from netd.api.extender_pool import ExtenderPool, shared_pool
+from netd.api.extender_worker import node_index, score_table
+from netd.api.problems import install_problem_handlers
+from netd.api.routes_scheduler import scheduler_router
+from netd.congestion.scheduling import NodeIndex, UnknownPolicy
+from tests.api.conftest import serving
+from tests.api.test_extender import NAMES, cluster, pod
+
+
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with open(f"/proc/{pid}/stat") as f:  # a zombie is gone too (its parent reaps it)
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("mode", ["lowest", "neutral", "reject"])
+def test_the_score_table_rebuilds_the_same_index(mode):
+    report = cluster().report  # down port, PFC storm, hot ToR, calm ToR
+    policy = UnknownPolicy(mode, neutral_score=6)
+    here, there = NodeIndex(report, policy), node_index(msgspec.msgpack.encode(score_table(report, policy)))
+    assert there.filter(NAMES) == here.filter(NAMES)
+    assert there.filter(NAMES)[1]  # something failed, with the listener's reasons
+    assert there.prioritize(NAMES) == here.prioritize(NAMES)
+    peers = {"gpu-03": 2}
+    assert there.prioritize(NAMES, peers, 0.3) == here.prioritize(NAMES, peers, 0.3)
+    nothing = node_index(msgspec.msgpack.encode(score_table(None, policy)))
+    assert nothing.filter(NAMES) == NodeIndex(None, policy).filter(NAMES)
+
+
+@pytest.mark.slow
+def test_killed_workers_are_replaced_and_every_request_answered(free_port):
+    view = cluster()
+    expected = NodeIndex(view.report).prioritize(NAMES)[0]
+    args = {"Pod": pod(), "Nodes": None, "NodeNames": NAMES}
+    with serving(create_app(lambda: None, lambda: None, 1.0, view=view), free_port) as base:
+        assert httpx.post(base + "/scheduler/prioritize", json=args).status_code == 200
+        before = shared_pool().pids()
+        for pid in before:
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(4):
+            r = httpx.post(base + "/scheduler/prioritize", json=args, timeout=30)
+            assert r.status_code == 200
+            assert [(h["Host"], h["Score"]) for h in r.json()] == expected
+        after = shared_pool().pids()
+        assert not set(before) & set(after)
+        assert all(_gone(pid) for pid in before)
+
+
+@pytest.mark.slow
+def test_closing_the_pool_stops_its_workers():
+    pool = ExtenderPool()
+    pool.start()
+    pids = pool.pids()
+    assert len(pids) == pool.size and all(not _gone(pid, 0.0) for pid in pids)
+    pool.close()
+    assert all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.slow
+def test_workers_leave_when_their_listener_process_is_killed():
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from netd.api.extender_pool import ExtenderPool
+        pool = ExtenderPool()
+        pool.start()
+        print(*pool.pids(), flush=True)
+        time.sleep(60)
+        """
+    )
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            pids = [int(p) for p in proc.stdout.readline().split()]
+            assert len(pids) == 2
+            proc.kill()  # no atexit, no close: the workers see their socket close
+            proc.wait()
+            assert all(_gone(pid) for pid in pids)
+        finally:
+            proc.kill()
+
+
+def _app_with(pool: ExtenderPool) -> FastAPI:
+    app = FastAPI()
+    install_problem_handlers(app)
+    app.include_router(scheduler_router(cluster(), pool=pool))
+    return app
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("/nonexistent/netd-extender-worker",),  # cannot be started at all
+        (sys.executable, "-c", "import sys; sys.exit(3)"),  # starts, and exits before answering
+    ],
+)
+def test_workers_that_cannot_answer_give_503_problems_not_hangs(free_port, command):
+    pool = ExtenderPool(command=command)
+    args = {"Pod": pod(), "Nodes": None, "NodeNames": NAMES}
+    try:
+        with serving(_app_with(pool), free_port) as base:
+            for _ in range(3):  # again and again: each request tries afresh, none waits forever
+                r = httpx.post(base + "/scheduler/prioritize", json=args, timeout=30)
+                assert r.status_code == 503
+                assert r.headers["content-type"] == "application/problem+json"
+                assert r.headers["retry-after"] == "1"
+    finally:
+        pool.close()
