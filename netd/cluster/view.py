@@ -159,30 +159,36 @@ class FabricView:
         last = self.stats.last_ok
         return None if last is None else time.monotonic() - last
 
-    def _pages(self) -> list[str]:
+    def _pages(self, at: float) -> list[str]:
         """One label matcher per page of ToRs ("" when not paging)."""
         n = self.cfg.tors_per_query
         if n <= 0:
             return [""]
         tors = sorted(
-            {labels.get("tor", "") for labels, _ in self.client.query("count by (tor) (netd_port_info)")}
+            {
+                labels.get("tor", "")
+                for labels, _ in self.client.query("count by (tor) (netd_port_info)", at=at)
+            }
         )
         pages = [tors[i : i + n] for i in range(0, len(tors), n)] or [[]]
         return [f"tor=~{promql_string('|'.join(re.escape(t) for t in page))}" for page in pages]
 
-    def _query_all(self) -> tuple[list[Sample], list[Sample], list[Sample]]:
+    def _query_all(self, at: float) -> tuple[list[Sample], list[Sample], list[Sample]]:
+        """Every query of one refresh evaluated at the same instant ``at``: pages asked one after
+        another must not mix scrapes, or a port's ToR would be judged on newer data than its peers."""
         info: list[Sample] = []
         signals: list[Sample] = []
         stormed: list[Sample] = []
-        pages = self._pages()
+        pages = self._pages(at)
         for matcher in pages:
             ports = f"netd_port_info{{{matcher}}}"
             join = f" {_JOIN} {ports}" if matcher else ""
-            info += self.client.query(f"timestamp({ports})")  # labels kept, value: the last scrape
+            # labels kept, value: the last scrape
+            info += self.client.query(f"timestamp({ports})", at=at)
             signals += self.client.query(
-                f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}]){join}"
+                f"avg_over_time(netd_port_congestion_signal[{self.cfg.window}]){join}", at=at
             )
-            stormed += self.client.query(f"netd_port_pfc_stormed{join}")
+            stormed += self.client.query(f"netd_port_pfc_stormed{join}", at=at)
         self.stats.queries = 3 * len(pages) + (self.cfg.tors_per_query > 0)
         return info, signals, stormed
 
@@ -198,8 +204,9 @@ class FabricView:
     def _refresh(self) -> ClusterSnapshot | None:
         t0 = time.monotonic()
         self.stats.refreshes += 1
+        now = self._clock()
         try:
-            info, signals, stormed = self._query_all()
+            info, signals, stormed = self._query_all(now)
         except NetdError as exc:
             self.stats.errors += 1
             self.stats.last_error = str(exc)
@@ -216,7 +223,6 @@ class FabricView:
                     "fabric", old.timestamp, old.emulated, old.topology, old.congestion, note
                 )
             return self._snapshot
-        now = self._clock()
         info, silent = _fresh(info, now, self.cfg.host_stale_after)
         self.stats.silent_hosts = len(silent)
         if silent:

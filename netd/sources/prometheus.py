@@ -39,8 +39,11 @@ class PrometheusClient:
         self._client = httpx.Client(base_url=self.url, timeout=timeout_s, transport=transport)
         self.last_failure: str | None = None  # of the last query: slow | unreachable | error | None
 
-    def query(self, promql: str, timeout_s: float | None = None) -> list[Sample]:
+    def query(self, promql: str, timeout_s: float | None = None, at: float | None = None) -> list[Sample]:
+        """An instant query, evaluated at ``at`` (Unix seconds) if given, else at Prometheus' now."""
         params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
         self.last_failure = "error"
         try:
             kwargs: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}

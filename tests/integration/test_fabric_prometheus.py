@@ -231,11 +231,16 @@ def test_netd_fabric_without_prometheus_says_it_serves_one_host(tmp_path: Path):
 
 
 def test_queries_paged_by_tor_give_the_same_view(cluster: str):
+    at = time.time()  # both views evaluate every query at this instant, as one refresh's pages do
     whole = FabricView(
-        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=0), CongestionScorer()
+        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=0),
+        CongestionScorer(),
+        clock=lambda: at,
     )
     paged = FabricView(
-        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=1), CongestionScorer()
+        ClusterConfig(prometheus_url=cluster, window="10s", tors_per_query=1),
+        CongestionScorer(),
+        clock=lambda: at,
     )
     try:
         a, b = whole.refresh(), paged.refresh()
