@@ -124,3 +124,20 @@ def guard_return(reading: Reading, ban: int) -> str:
         f"guard restored: {seen}; moving back to the last parameters that passed the collective guard, "
         f"which had given way while no collective ran; it stays on for the next {ban} decisions"
     )
+
+
+def utilization_waived(
+    reading: Reading, results: dict[str, list[TwinResult]], i: int, names: list[str]
+) -> str:
+    """Why a change that lowers an elephant twin's utilisation is made anyway."""
+    figures = "; ".join(
+        f"'{name}' utilisation {b.utilization:.0%} -> {c.utilization:.0%}"
+        for name in names
+        for b, c in ((results[name][0], results[name][i + 1]),)
+    )
+    return (
+        f"utilisation not guarded ({figures}): that model's utilisation is the recovery of its "
+        f"permanent elephants, and {reading.density:.2%} of the {reading.packets:,.0f} packets sent in "
+        f"the interval drew a CNP, below the {COLLECTIVE_FROM:.1%} that greedy flows held at a standing "
+        "queue show; the regression check still watches this host's own utilisation after the change"
+    )

@@ -8,6 +8,12 @@ It gives way only when the last ``watch`` intervals all positively show none (we
 packets): a guard protects traffic that is running, not traffic that might run one day. The
 ``incast`` twin always guards (bursts need no signal to arrive).
 
+The ``incast`` twin's *utilisation* guards only while the signals do not rule out what it measures:
+its two permanent elephants hold the bottleneck busy, so its utilisation is their rate recovery after
+each cut. Greedy flows throttled at a standing queue draw CNPs on a large share of their packets
+(the twin's ports: 2-15 %); on enough packets below :data:`COLLECTIVE_FROM`, the traffic is not that
+(docs/tuning.md, "What the incast twin's utilisation guards"). Its slowdown and pause guards stay.
+
 Relaxing is the lead's call on issue 20 (docs/tuning.md, "When the collective guard gives way"); the
 tuner pairs it with a return to the last point that passed the guard as soon as a collective shows.
 """
@@ -31,6 +37,7 @@ __all__ = [
     "failing",
     "read",
     "relaxable",
+    "utilization_waived",
 ]
 
 COLLECTIVE_FROM = 0.005
@@ -79,22 +86,39 @@ def relaxable(window: Iterable[Reading], watch: int) -> bool:
     return len(readings) >= watch and all(r.no_collective for r in readings)
 
 
-def failing(base: dict[str, TwinResult], cand: dict[str, TwinResult], tolerance: float) -> list[str]:
-    """The twins on which ``cand`` is worse than ``base`` beyond ``tolerance`` (slowdown, utilisation)
-    or pauses more."""
+def utilization_waived(reading: Reading) -> frozenset[str]:
+    """Twins whose utilisation does not guard this decision: the ``incast`` twin's, when the interval
+    positively shows no throttled greedy traffic (the same reading as "no collective": a CNP density
+    below :data:`COLLECTIVE_FROM` on enough packets to tell)."""
+    return frozenset({"incast"}) if reading.no_collective else frozenset()
+
+
+def failing(
+    base: dict[str, TwinResult],
+    cand: dict[str, TwinResult],
+    tolerance: float,
+    waived: frozenset[str] = frozenset(),
+) -> list[str]:
+    """The twins on which ``cand`` is worse than ``base`` beyond ``tolerance`` (slowdown, utilisation
+    unless the twin is in ``waived``) or pauses more."""
     return [
         name
         for name, b in base.items()
         if not (
             cand[name].objective <= b.objective * (1 + tolerance)
-            and cand[name].utilization >= b.utilization * (1 - tolerance)
+            and (name in waived or cand[name].utilization >= b.utilization * (1 - tolerance))
             and cand[name].pause_fraction <= b.pause_fraction + 1e-4
         )
     ]
 
 
 def admissible(
-    base: dict[str, TwinResult], cand: dict[str, TwinResult], tolerance: float, relaxed: frozenset[str]
+    base: dict[str, TwinResult],
+    cand: dict[str, TwinResult],
+    tolerance: float,
+    relaxed: frozenset[str],
+    waived: frozenset[str] = frozenset(),
 ) -> bool:
-    """No guarding twin fails; twins in ``relaxed`` have given way."""
-    return not set(failing(base, cand, tolerance)) - relaxed
+    """No guarding twin fails; twins in ``relaxed`` have given way, those in ``waived`` are not held
+    to their utilisation."""
+    return not set(failing(base, cand, tolerance, waived)) - relaxed

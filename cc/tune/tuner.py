@@ -19,8 +19,10 @@ actually in force, and decides:
    is recommended if it improves the score by at least ``margin`` (``reverse_margin`` if it undoes the
    last change: hysteresis).
 
-Search results are cached per (parameters in force, link speed, load bucket), so a tuner that holds
-pays for a simulation once.
+Search results are cached per (parameters in force, link speed, load bucket), and the twins are drawn
+at the bucket's load, so a tuner that holds pays for a simulation once and a search's result does not
+depend on which interval first fell in its bucket. The ``incast`` twin's utilisation guards only
+while the signals do not rule out the permanent elephants it measures (:func:`guard.utilization_waived`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ from cc.tune.rules import proposals
 from cc.tune.space import Move, SafetyBounds, apply_moves
 from cc.tune.twins import TwinResult, evaluate_replicated
 
-__all__ = ["Evaluator", "Tuner", "TunerPolicy"]
+__all__ = ["LOAD_BUCKETS", "Evaluator", "Tuner", "TunerPolicy"]
+
+LOAD_BUCKETS = 20
+"""Buckets per unit of utilisation: searches are cached, and the twins drawn, per 5 % of load."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,11 +182,12 @@ class Tuner:
             self._readings, self.policy.watch
         )
         relaxed = frozenset({"collective"}) if may_relax else frozenset()
+        waived = guard.utilization_waived(self._readings[-1])
         base = {name: r[0] for name, r in results.items()}
         best: tuple[float, int] | None = None
         for i, _ in enumerate(options):
             cand = {name: r[i + 1] for name, r in results.items()}
-            if not guard.admissible(base, cand, self.policy.tolerance, relaxed):
+            if not guard.admissible(base, cand, self.policy.tolerance, relaxed, waived):
                 continue
             score = sum(w * explain.ratio(cand[n].objective, base[n].objective) for n, w in weights.items())
             if best is None or score < best[0]:
@@ -214,7 +220,14 @@ class Tuner:
             )
         self._pending = _Pending(current, params, chosen_moves, list(self._recent), [])
         rec = self._change(current, params, signals, results, weights, i, score, why[i])
-        given_way = guard.failing(base, {n: r[i + 1] for n, r in results.items()}, self.policy.tolerance)
+        chosen = {n: r[i + 1] for n, r in results.items()}
+        unheld = set(guard.failing(base, chosen, self.policy.tolerance)) - set(
+            guard.failing(base, chosen, self.policy.tolerance, waived)
+        )
+        if unheld:  # admitted only because an elephant twin's utilisation did not guard
+            text = explain.utilization_waived(self._readings[-1], results, i, sorted(unheld))
+            rec = dataclasses.replace(rec, reasons=(*rec.reasons, text))
+        given_way = guard.failing(base, chosen, self.policy.tolerance, waived)
         anchor = self._relaxed.get(current)
         if not given_way:  # passes every guard from here: covered as well as ``current`` is
             if anchor is None:
@@ -243,8 +256,12 @@ class Tuner:
     def _evaluate(
         self, signals: HostSignals, current: DcqcnParams, candidates: list[DcqcnParams]
     ) -> dict[str, list[TwinResult]]:
-        load = float(np.clip(signals.utilization, 0.05, 0.4))
-        key = (current, tuple(candidates), round(signals.link_gbps), int(round(load * 20)))
+        # the twins are drawn at the load bucket's own value, not at the utilisation of the first
+        # interval that fell in it: the cached result is then a function of its key alone, and a
+        # decision does not depend on which interval happened to come first
+        bucket = int(round(float(np.clip(signals.utilization, 0.05, 0.4)) * LOAD_BUCKETS))
+        load = bucket / LOAD_BUCKETS
+        key = (current, tuple(candidates), round(signals.link_gbps), bucket)
         cached = self._cache.get(key)
         if cached is None:
             self.simulations += 1

@@ -13,8 +13,10 @@ training clusters:
   slowly costs completion time. Objective: the tail FCT slowdown of the collective's flows.
 
 Both are evaluated for every candidate (one batched simulation each), and a candidate must not make
-either one worse: the situation the signals point to decides what to optimise, the other guards
-against over-fitting to it. They are deliberately not the benchmark's scenarios.
+either one worse (the incast twin's utilisation, which is its elephants' recovery, counts only while
+the signals do not rule out elephants: :func:`cc.tune.guard.utilization_waived`): the situation the
+signals point to decides what to optimise, the other guards against over-fitting to it. They are
+deliberately not the benchmark's scenarios.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The tuner's contract, with a synthetic model in place of the twins' simulation (fast, exact).
 
 The synthetic model: the incast situation's tail slowdown falls as Kmin and the increase timer fall,
-until Kmin goes below 200 KB where utilisation collapses; the collective situation gets worse below
+until Kmin goes below 200 KB where utilisation collapses (guarding while the signals do not rule out
+throttled greedy flows); the collective situation gets worse below
 Kmin 400 KB (a guard while collective traffic runs). So the best admissible point is known, and every
 rule can be checked against it. The collective guard's own rules are in test_tuner_guard.py.
 """
@@ -89,7 +90,9 @@ COLLECTIVE = dataclasses.replace(BUSY, cnp_handled_per_s=0.007 * 0.3 * 200e9 / 8
     ("signals", "kmin"),
     [
         (COLLECTIVE, 400_000),  # a collective runs: its twin's guard stops marking at 400 KB
-        (BUSY, 200_000),  # none runs: the guard gives way, the incast twin's utilisation stops it at 200 KB
+        # none runs, and no throttled greedy flow either: neither the collective guard nor the incast
+        # twin's elephant utilisation holds, so marking goes down to the ladder's bottom
+        (BUSY, 50_000),
     ],
 )
 def test_following_the_recommendations_reaches_the_best_admissible_point_and_stops(
