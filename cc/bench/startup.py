@@ -63,8 +63,9 @@ print(json.dumps({"import_numba_s": t1 - t0, "import_sim_s": t2 - t1, "first_run
 
 def warm_cache() -> Engine:
     """Run every compiled kernel in each of its argument-type variants (paused keys or none, NIC
-    ports shared or not), so that numba's cache holds them all: `.ci/setup-host` calls it, and a
-    daemon or test started afterwards on the host loads the machine code instead of compiling.
+    ports shared or not, step by step and in the compiled loop), so that numba's cache holds them
+    all: `.ci/setup-host` calls it, and a daemon or test started afterwards on the host loads the
+    machine code instead of compiling.
     An 8:1 incast, long enough for marks, CNPs and PFC pauses, and from 150 µs on a second flow
     from one sender (ports shared from then on)."""
     flows = [*incast(0, list(range(1, 9)), 2e6, 0.0), FlowSpec(1, 0, 150.0, size_bytes=2e6)]

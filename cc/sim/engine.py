@@ -25,6 +25,12 @@ parameters behave identically, candidates are compared on common random numbers,
 trajectory is the same alone and in any batch. Calm stretches (no queue, no CNP or pause in
 flight, every flow at its cap for long enough that the links are in steady state) are advanced in
 one closed-form jump.
+
+While no pause is live and no priority is lossy, the steps run in a compiled loop
+(:mod:`cc.sim.kernel_loop`, driven by :func:`cc.sim.fused.run_fused`) until the next point where
+Python must act: an admission, a flow finishing or stopping, the measurement window opening, a calm
+stretch to jump, or a PFC decision that pauses or drops. :meth:`Engine._step` is the same step in
+Python around the compiled parts, taken otherwise (and by the tests' numpy reference throughout).
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ import numpy as np
 from cc.model import DcqcnParams, ParamBatch
 from cc.sim.buffer import SharedBuffer
 from cc.sim.flowstate import FlowState
-from cc.sim.kernel import Egress, PauseLimits, StepKernel
+from cc.sim.fused import run_fused
+from cc.sim.kernel import EXITS, Egress, PauseLimits, StepKernel
 from cc.sim.network import MTU_BYTES, Network, SimConfig
 from cc.sim.pfc import PfcState
 from cc.sim.recorder import Recorder
@@ -93,6 +100,7 @@ class Engine(FlowState):
         self._any_lossy = bool(self._lossy.any())
         self._no_departures = np.zeros((len(batch), net.K + 1))
         self._last_departed = self._no_departures
+        self.loop_exits = dict.fromkeys(EXITS, 0)  # calls of the compiled loop, by why each returned
         self.set_params(batch)
 
     # -- parameters ----------------------------------------------------------------------------
@@ -150,7 +158,10 @@ class Engine(FlowState):
             # can still read is the steady one, so resuming after a jump needs no re-alignment
             if self._calm_steps > self.slots.fill_steps + self.slots.depth and self._skip(end):
                 continue
-            self._step()
+            if self._fused():
+                run_fused(self, self._horizon(end, start_step))
+            else:
+                self._step()
 
     def drain(self, max_us: float) -> bool:
         """Run until every flow has finished (True) or ``max_us`` is reached (False)."""
@@ -160,6 +171,26 @@ class Engine(FlowState):
                 return True
             self.run(min(max_us, (self.t + 64) * dt))
         return self._next is None and not self.active.any()
+
+    def _fused(self) -> bool:
+        """Whether the compiled loop may take the next steps: it leaves pauses, lossy drops and the
+        trace to :meth:`_step`."""
+        loop = self.parts.fused and not (self._any_lossy or self.pfc.live or self._trace_steps)
+        return loop and not self.recorder.pausing
+
+    def _horizon(self, end: int, start_step: int) -> int:
+        """The step before which Python must act again: ``end``, the start of the measurement
+        window, or the next admission (the first step t with start < (t + 1) dt, as :meth:`_admit`)."""
+        stop = end
+        if self.baseline is None and self.t < start_step:
+            stop = min(stop, start_step)
+        if self._next is not None:
+            start, dt = self._next.start_us, self.config.dt_us
+            s = max(self.t + 1, math.floor(start / dt) - 1)
+            while not start < (s + 1) * dt:
+                s += 1
+            stop = min(stop, s)
+        return stop
 
     def _step(self) -> None:
         st, rec, parts = self.slots, self.recorder, self.parts
@@ -205,12 +236,24 @@ class Engine(FlowState):
         ring.nic_bytes[phase] = sent
 
         # 5. PFC decisions and drops, on what stays in the buffers
+        self._tail(t, standing, held, left, seen, marking or marked_any, sent, departed)
+
+    def _tail(
+        self, t: int, standing: np.ndarray, held: np.ndarray, left: float, seen: np.ndarray | None,
+        marking: bool, sent: np.ndarray, departed: np.ndarray,
+    ) -> None:  # fmt: skip
+        """Step ``t`` from PFC on: decisions and drops, the recorder's pauses and busy time."""
+        dt, rec = self.config.dt_us, self.recorder
         self._pfc_and_drops(t, standing, held, left)
-        rec.on_pause(now, dt, seen)
-        rec.on_busy(now, self.busy_dt)
+        rec.on_pause(t * dt, dt, seen)
+        rec.on_busy(t * dt, self.busy_dt)
         self.t = t + 1
+        self._close(marking, standing, sent, departed)
+
+    def _close(self, marking: bool, standing: np.ndarray, sent: np.ndarray, departed: np.ndarray) -> None:
+        """The end of a step: flows finishing and stopping, the calm test, the trace."""
         self._finish_and_stop()
-        calm = not (marking or marked_any or self._cnp_live or self.pfc.live or np.count_nonzero(standing))
+        calm = not (marking or self._cnp_live or self.pfc.live or np.count_nonzero(standing))
         if calm and np.array_equal(sent, self._last_sent) and self._at_cap():
             self._calm_steps += 1
         else:
@@ -218,7 +261,7 @@ class Engine(FlowState):
         self._last_sent = sent
         self._last_departed = departed
         if self._trace_steps and self.t % self._trace_steps == 0:
-            self.trace.append((self.t * dt, st.flow_id.copy(), self.delivered.copy()))
+            self.trace.append((self.t * self.config.dt_us, self.slots.flow_id.copy(), self.delivered.copy()))
 
     _cnp_live = 0
 

@@ -6,7 +6,8 @@ numba loops (:mod:`cc.sim.kernel_rules`: CE draws, NP and RP; :mod:`cc.sim.kerne
 arrivals, switch egress, NIC, PFC), with the same arithmetic in the same order as the numpy code
 they replace, which the tests keep as the reference (tests/cc/reference.py implements
 :class:`StepKernel`'s methods in numpy) and compare bit for bit. The engine keeps the bookkeeping around them
-(admission, completion, the recorder, calm-stretch jumps), where numpy calls are rare.
+(admission, completion, calm-stretch jumps, pauses), and :mod:`cc.sim.kernel_loop` runs whole
+stretches of steps in one call where none of that is due (``fused``; the reference steps one by one).
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ __all__ = ["Egress", "PauseLimits", "StepKernel"]
 
 Floats = NDArray[np.float64]
 MASK = 0xFFFFFFFFFFFFFFFF  # the draws hash 64-bit seeds and steps
+
+# why the compiled loop (cc.sim.kernel_loop) returned, and the slots of its counts[] and clocks[]
+DONE, CALM, FINISH, TAIL = range(4)
+EXITS = ("done", "calm", "finish", "tail")  # their names, for Engine.loop_exits
+T, CNP_LIVE, CALM_STEPS, MARKING = range(4)
+NP_NOW, RP_NOW, MEASURED, LEFT = range(4)
 
 
 class Egress(NamedTuple):
@@ -57,6 +64,8 @@ class PauseLimits(NamedTuple):
 class StepKernel:
     """The parts of a step the engine runs compiled, for one batch of parameter sets (the tests'
     numpy reference, tests/cc/reference.py, overrides each method)."""
+
+    fused = True  # the engine may run many steps in one call (cc.sim.kernel_loop); the reference may not
 
     def __init__(self, params: ParamBatch) -> None:
         # numba comes with these modules, so only a process that simulates loads it (~120 MB of

@@ -100,6 +100,16 @@ class Recorder:
         self.departed += departed
 
     @property
+    def pausing(self) -> bool:
+        """Whether a pause was live at the last step (:meth:`on_pause` has transitions to count)."""
+        return self._any_paused
+
+    def bins(self) -> tuple[NDArray[np.int64], Floats]:
+        """The histogram and the maxima, for a compiled loop (:mod:`cc.sim.kernel_loop`) that bins
+        its samples itself (counts and maxima do not depend on the order samples come in)."""
+        return self._hist, self._max
+
+    @property
     def queue_hist(self) -> NDArray[np.int64]:
         """Samples per (row, switch queue, :data:`QUEUE_EDGES` bin), one per measured step."""
         self._bin_pending()

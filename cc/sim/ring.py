@@ -119,3 +119,8 @@ class EmissionRing:
             self._hop_weight,
             self._rx_weight,
         )
+
+    def all_gathers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`gathers` for every phase at once: the hop and receiver indices ``(2, depth, ...)``
+        (``[lo steps ago, lo + 1]``) and the two weight arrays, for a loop that indexes by phase."""
+        return self._hop_index, self._rx_index, self._hop_weight, self._rx_weight

@@ -17,6 +17,8 @@ class NumpyStep(StepKernel):
     """:class:`cc.sim.kernel.StepKernel`'s parts in numpy (:func:`cc.model.dcqcn.np_step` and
     ``rp_step`` for the rules)."""
 
+    fused = False  # step by step: the compiled loop is what this is compared with
+
     def __init__(self, params: ParamBatch) -> None:
         super().__init__(params)
         self.params = params

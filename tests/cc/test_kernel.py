@@ -150,10 +150,13 @@ def test_whole_runs_on_the_kernel_equal_the_reference_in_every_figure(
     index: int, seed: int, measure_us: float
 ) -> None:
     """incast-16, allreduce+short and mixed-speed (PFC pauses there), three parameter sets in one
-    batch: every figure of every row's RunMetrics, and every port counter, equal to the bit."""
+    batch: every figure of every row's RunMetrics, and every port counter, equal to the bit. The
+    kernel's run takes the compiled loop (cc.sim.kernel_loop) wherever no pause is live, and
+    leaves it for every reason it has (the run's horizon, a calm stretch, a flow finishing, PFC)."""
     scenario = _short(suite(seed)[index], measure_us)
     params = [DcqcnParams(), DcqcnParams.paper(), VARIANTS[3]]
     results = []
+    exits: dict[str, int] = {}
     for parts in (NumpyStep, StepKernel):
         engine = Engine(
             scenario.topology,
@@ -169,8 +172,12 @@ def test_whole_runs_on_the_kernel_equal_the_reference_in_every_figure(
         results.append(
             ([_figures(run_metrics(engine, row)) for row in range(len(params))], engine.port_counters())
         )
+        exits = engine.loop_exits
     (ref_metrics, ref_ports), (ker_metrics, ker_ports) = results
     assert ref_ports["cnp_handled"].sum() > 100  # DCQCN cut rates in this run
+    assert exits["done"] > 0 and exits["calm"] > 0 and exits["finish"] > 0
+    if index == 4:  # mixed-speed: PFC pauses, decided in Python after the loop's step
+        assert exits["tail"] > 0
     assert ker_metrics == ref_metrics
     for name, values in ref_ports.items():
         np.testing.assert_array_equal(ker_ports[name], values, err_msg=name)
@@ -188,6 +195,15 @@ def test_the_cache_goes_to_the_first_writable_directory(tmp_path: Path) -> None:
 
 
 _RUN_A_STEP = "from cc.bench.startup import warm_cache; warm_cache()"  # every kernel, every variant
+# what else runs on a host: the emulated fabric (10 µs step, no queue histograms, phases that stop)
+# and the benchmark's single_16 (one row, 1 µs, the compiled loop for thousands of steps per call)
+_RUN_MORE = (
+    "from cc.sim.fabric import Fabric; Fabric().advance(3_000)\n"
+    "from cc.model import DcqcnParams\n"
+    "from cc.sim import Engine, SimConfig, long_flows, single_bottleneck\n"
+    "flows = long_flows([(i, 0) for i in range(1, 17)], stop_us=1e12)\n"
+    "Engine(single_bottleneck(16), flows, DcqcnParams(), SimConfig(dt_us=1.0), measure_from_us=100).run(500)"
+)
 
 
 @pytest.mark.slow
@@ -195,14 +211,13 @@ def test_a_second_process_loads_the_compiled_kernels_instead_of_compiling(tmp_pa
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DEBUG_CACHE": "1"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     runs = [
-        subprocess.run(
-            [sys.executable, "-c", _RUN_A_STEP], env=env, capture_output=True, text=True, check=True
-        )
-        for _ in range(2)
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        for code in (_RUN_A_STEP, _RUN_A_STEP + "\n" + _RUN_MORE)
     ]
     assert "data saved" in runs[0].stdout and "data loaded" not in runs[0].stdout
     assert "data loaded" in runs[1].stdout and "data saved" not in runs[1].stdout
     assert list(tmp_path.rglob("kernel_rules.rp_kernel-*.nbi"))
+    assert list(tmp_path.rglob("kernel_loop.steps_kernel-*.nbi"))
 
 
 @pytest.mark.slow
@@ -224,19 +239,27 @@ def test_numba_is_loaded_only_by_a_process_that_simulates() -> None:
 
 def _both(
     topo: Topology, flows: list[FlowSpec], params: list[DcqcnParams], config: SimConfig, until: float
-) -> tuple[dict[str, np.ndarray], float]:
-    """Run on the numpy reference and on the kernel; assert every figure and counter equal.
-    Returns the kernel run's port counters and its µs of pause summed over keys."""
+) -> tuple[dict[str, np.ndarray], float, dict[str, int]]:
+    """Run on the numpy reference, on the compiled parts step by step and on the compiled loop;
+    assert every figure and counter equal. Returns the last run's port counters, its µs of pause
+    summed over keys and why its loop returned to Python (Engine.loop_exits)."""
     results = []
-    for parts in (NumpyStep, StepKernel):
+    for parts in (NumpyStep, PerStep, StepKernel):
         engine = Engine(topo, flows, params, config, parts=parts)
         engine.drain(until)
         counters = engine.port_counters()
         results.append(([_figures(run_metrics(engine, row)) for row in range(len(params))], counters))
-    assert results[1][0] == results[0][0]
-    for name, values in results[0][1].items():
-        np.testing.assert_array_equal(results[1][1][name], values, err_msg=name)
-    return results[1][1], float(engine.recorder.pause_us_always.sum())
+    for metrics, counters in results[1:]:
+        assert metrics == results[0][0]
+        for name, values in results[0][1].items():
+            np.testing.assert_array_equal(counters[name], values, err_msg=name)
+    return results[-1][1], float(engine.recorder.pause_us_always.sum()), engine.loop_exits
+
+
+class PerStep(StepKernel):
+    """The compiled parts, called one by one from the engine's Python step (no compiled loop)."""
+
+    fused = False
 
 
 @pytest.mark.slow
@@ -247,16 +270,18 @@ def test_drops_lossy_queues_and_strict_priority_run_the_same_on_the_kernel() -> 
     rows = [no_ecn, DcqcnParams()]
     long = long_flows([(i, 0) for i in range(1, 9)], stop_us=1_500.0)
     tight = SimConfig(dt_us=1.0, headroom_scale=0.2)
-    counters, _ = _both(single_bottleneck(8, delay_us=5.0), long, rows, tight, 3_000.0)
+    counters, _, exits = _both(single_bottleneck(8, delay_us=5.0), long, rows, tight, 3_000.0)
     assert counters["out_of_sequence"][0].sum() > 0 and counters["nak"][0].sum() > 0
+    assert exits["tail"] > 0  # the loop handed the pauses and drops to Python
     lossy = SimConfig(dt_us=1.0, pfc=False, lossy_buffer_bytes=5e5)
-    counters, _ = _both(single_bottleneck(8), incast(0, list(range(1, 9)), 1e6), rows, lossy, 8_000.0)
+    counters, _, exits = _both(single_bottleneck(8), incast(0, list(range(1, 9)), 1e6), rows, lossy, 8_000.0)
     assert counters["timeouts"][0].sum() > 0
+    assert sum(exits.values()) == 0  # lossy queues: step by step only
     two = [
         FlowSpec(1, 0, 0.0, stop_us=1_500.0, priority=3, key=1),
         FlowSpec(2, 0, 0.0, stop_us=1_500.0, priority=5, key=2),
     ]
-    _, paused_us = _both(
+    _, paused_us, _ = _both(
         single_bottleneck(2), two, rows, SimConfig(dt_us=1.0, lossless_priorities=(3, 5)), 2_000.0
     )
     assert paused_us > 0
