@@ -43,6 +43,9 @@ def label_value(name: str) -> str:
 def object_name(prefix: str, name: str) -> str:
     """A DNS-1123 subdomain ``<prefix>-<name>`` for a cluster-scoped object (at most 253)."""
     raw = f"{prefix}-{name}"
-    stem = re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9.-]", "-", raw.lower().replace("+", "."))).strip("-.")
-    stem = re.sub(r"\.{2,}", ".", stem).replace(".-", ".").replace("-.", ".")
+    dotted = re.sub(r"[^a-z0-9.-]", "-", raw.lower().replace("+", "."))
+    # label by label: each DNS label must start and end alphanumeric, and none may be empty (a
+    # single pass of replacements left "a-.-.b" as "a..b")
+    labels = (re.sub(r"-{2,}", "-", label).strip("-") for label in dotted.split("."))
+    stem = ".".join(label for label in labels if label)
     return _fit(stem, raw, 253, changed=stem != raw)

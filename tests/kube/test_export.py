@@ -7,7 +7,7 @@ import re
 import time
 
 import httpx
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from netd.cluster.view import FabricView
@@ -138,6 +138,8 @@ names = st.text(alphabet=st.characters(codec="ascii", exclude_categories=("Cc",)
 
 
 @given(names)
+@example(".-.0")  # found by hypothesis in CI: a one-pass clean-up left "netd-tor..0"
+@example("a-.-.b")
 def test_any_switch_name_becomes_a_valid_label_value_and_object_name(name):
     v = label_value(name)
     assert len(v) <= 63 and LABEL_VALUE.match(v)
