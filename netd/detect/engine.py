@@ -118,6 +118,7 @@ class DetectionEngine:
         # error hides that error from rate() and increase())
         self._errors: Counter[str] = Counter({type(d).__name__: 0 for d in self.detectors})
         self._evaluations = 0
+        self._congested: set[tuple[str, int]] = set()  # ports the scorer held congested at the last tick
         self._state = AnomalyState(host=host)
 
     def state(self) -> AnomalyState:
@@ -135,7 +136,9 @@ class DetectionEngine:
             except Exception:  # a detector bug must not resolve (or lose) every finding
                 self._errors[type(d).__name__] += 1
             candidates += self._last.get(i, [])
-        kept, superseded = suppress(candidates, congested_ports(inp, self.cfg))
+        if inp.path is InputPath.TICK:  # PFC samples carry no levels: the last tick's hold until the next
+            self._congested = congested_ports(inp, self.cfg)
+        kept, superseded = suppress(candidates, self._congested)
         events: list[FindingEvent] = []
         for c in kept:
             event = self._report(c, inp)

@@ -11,7 +11,7 @@ import pytest
 
 from netd.detect.engine import DetectionEngine
 from netd.detect.inputs import DetectInput, PortCongestion
-from tests.detect.helpers import HOST, busy, cfg, port, prio, tick, with_levels
+from tests.detect.helpers import HOST, busy, cfg, pfc, port, prio, tick, with_levels
 
 KEY = ("mlx5_0", 1)
 CALM = 60  # ticks of calm history: the baseline judges from 60 on
@@ -30,10 +30,14 @@ def opened(steps: list[tuple[float, str | PortCongestion]]) -> list[tuple[str, i
         engine.evaluate(hot_tick(float(i + 1), 0.0, "ok"))
     got = []
     for j, (cnps, level) in enumerate(steps):
-        inp = hot_tick(float(CALM + j + 1), cnps, level if isinstance(level, str) else None)
+        t = float(CALM + j + 1)
+        inp = hot_tick(t, cnps, level if isinstance(level, str) else None)
         if isinstance(level, PortCongestion):
             inp = dataclasses.replace(inp, congestion=MappingProxyType({KEY: level}))
-        got += [(e.finding.kind, j) for e in engine.evaluate(inp) if e.action == "opened"]
+        events = engine.evaluate(inp)
+        # a PFC fast sample between ticks carries no levels: the last tick's still hold
+        events += engine.evaluate(pfc(t + 0.5, port(priorities=(prio(3),))))
+        got += [(e.finding.kind, j) for e in events if e.action in ("opened", "reopened")]
     return got
 
 
