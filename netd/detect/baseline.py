@@ -12,8 +12,13 @@ notification point) form the baseline:
   consecutive ticks is a ``baseline_shift`` finding; it resolves after as many ticks back inside.
 
 Nothing is judged before ``baseline_min_samples`` ticks. Every rate joins the history, so a lasting
-change becomes the new normal as it fills the upper tail of the window. A port that is already
-``congested`` by the absolute thresholds is reported as congestion (the engine suppresses the shift).
+change becomes the new normal as it fills the upper tail of the window.
+
+A port the congestion scorer holds congested (:func:`netd.detect.congestion.congested_ports`: the
+level a congestion finding is made of, before or after its sustain) is congestion, not a shift: its
+ticks count towards no shift (an incast's receiver sends CNPs far above its history from the first
+second, and without this the shift opened before the congestion finding's sustain was out, or in the
+tick after the incast ended), and the engine suppresses a shift that was already open.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from netd.config.detect import DetectConfig
 from netd.detect.base import PerPortDetector, port_scope
+from netd.detect.congestion import congested_ports
 from netd.detect.findings import Candidate, Severity
-from netd.detect.inputs import PortInput
+from netd.detect.inputs import DetectInput, PortInput
 
 __all__ = ["KIND_BASELINE", "BaselineDetector", "robust_threshold"]
 
@@ -65,6 +72,14 @@ class _Baseline:
 class BaselineDetector(PerPortDetector[tuple[str, int], _Baseline]):
     kinds: tuple[str, ...] = (KIND_BASELINE,)
 
+    def __init__(self, cfg: DetectConfig) -> None:
+        super().__init__(cfg)
+        self._congested: set[tuple[str, int]] = set()  # this tick's, from the scorer's levels
+
+    def _tick(self, inp: DetectInput) -> None:
+        self._congested = congested_ports(inp, self.cfg)
+        super()._tick(inp)
+
     def _step(self, p: PortInput, dt: float) -> None:
         delta = p.counter(SIGNAL)
         if delta is None:
@@ -74,7 +89,9 @@ class BaselineDetector(PerPortDetector[tuple[str, int], _Baseline]):
         st = self._state.get(p.key)
         if st is None:
             st = self._state[p.key] = _Baseline(deque(maxlen=cfg.baseline_window))
-        if len(st.history) >= cfg.baseline_min_samples:
+        if p.key in self._congested:
+            st.over = 0  # explained by congestion; an open shift is kept (and suppressed) as it was
+        elif len(st.history) >= cfg.baseline_min_samples:
             threshold, median, spread = robust_threshold(
                 list(st.history), cfg.baseline_z, cfg.baseline_min_rate
             )

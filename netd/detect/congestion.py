@@ -13,6 +13,12 @@ show. This detector does not judge counters itself; it turns a *sustained* level
   follows the level (busy info, congested warning, severe critical);
 * resolved when the level falls below it (the scorer's hysteresis already keeps it from flapping).
 
+A tick's level judges the counters of the interval that ends at the tick, so the level is held from
+the *start* of the first interval judged at it: two 1 s ticks at ``congested`` are 2 s held. (Counting
+from the first tick's own time needed a third tick: a whole second more for every finding.) Until the
+sustain is complete the port is still congested in the one meaning: :func:`congested_ports` lets the
+engine treat it so (a CNP baseline shift on it is that congestion, not a shift of its own).
+
 Congestion is reported where it happens: at the port whose arriving traffic the switch marks.
 Senders see the same event as CNPs handled and pause received: those are in the evidence, and raise
 their own findings only as spreading or a storm.
@@ -29,10 +35,13 @@ from netd.detect.base import PerPortDetector, port_scope, ratio
 from netd.detect.findings import Candidate, Severity
 from netd.detect.inputs import DetectInput, PortCongestion, PortInput
 
-__all__ = ["KIND_CONGESTION", "CongestionDetector"]
+__all__ = ["KIND_CONGESTION", "CongestionDetector", "congested_ports"]
 
 KIND_CONGESTION = "congestion"
 _LEVEL_INDEX: dict[str, int] = {name: i for i, name in enumerate(LEVELS)}
+# Tick intervals jitter around the configured one (a late read lengthens one and shortens the next):
+# a quarter of a tick absorbs that, and never makes a sustain of whole ticks one tick shorter.
+_TICK_SLACK = 0.25
 _SEVERITY = {1: Severity.INFO, 2: Severity.WARNING, 3: Severity.CRITICAL}
 _SIGNAL_WORDS = {
     "ce_fraction": "of received RoCE packets CE-marked",
@@ -65,13 +74,13 @@ class CongestionDetector(PerPortDetector[tuple[str, int], _PortLevel]):
     def _step(self, p: PortInput, dt: float) -> None:
         st = self._state.setdefault(p.key, _PortLevel())
         judged = self._congestion.get(p.key)
-        st.level = _LEVEL_INDEX.get(judged.level, 0) if judged is not None and _queueing(judged) else 0
+        st.level = _queued_level(judged)
         if judged is None or st.level < self.cfg.level_index(self.cfg.congestion_finding_level):
             st.since, st.evidence = None, None
             return
         if st.since is None:
-            st.since = self._now
-        if self._now - st.since < self.cfg.congestion_sustain:
+            st.since = self._now - dt  # the level judges this tick's whole interval
+        if self._now - st.since + _TICK_SLACK * dt < self.cfg.congestion_sustain:
             return
         if st.evidence is None:  # a new episode: its scope (priority) stays fixed for its life
             st.priority = _lossless_priority(p)
@@ -89,6 +98,19 @@ class CongestionDetector(PerPortDetector[tuple[str, int], _PortLevel]):
         )
         scope = port_scope(host, p, st.priority)
         return Candidate(KIND_CONGESTION, scope, _SEVERITY[st.level], text, ev)
+
+
+def congested_ports(inp: DetectInput, cfg: DetectConfig) -> set[tuple[str, int]]:
+    """(device, port) of the ports the scorer holds at ``congestion_finding_level`` or above, carried by
+    CE-marked arrivals, this tick: congested in the one meaning, whether or not the finding has waited
+    out its sustain yet."""
+    least = cfg.level_index(cfg.congestion_finding_level)
+    return {key for key, judged in inp.congestion.items() if _queued_level(judged) >= least}
+
+
+def _queued_level(judged: PortCongestion | None) -> int:
+    """The scorer's level index when the port's arriving traffic carries it, else 0 (ok)."""
+    return _LEVEL_INDEX.get(judged.level, 0) if judged is not None and _queueing(judged) else 0
 
 
 def _queueing(judged: PortCongestion) -> bool:

@@ -12,7 +12,7 @@ Lifecycle, by ``(kind, scope)`` so that one anomaly is one finding however often
 
 Suppression (deduplication across kinds): a PFC storm explains the pause that looks like spreading; a
 NIC pause storm explains receive-side congestion; a link that is down explains its flaps and stalled
-counters; absolute congestion explains a CNP baseline shift.
+counters; congestion explains a CNP baseline shift (from the scorer's first tick at the level).
 
 Wall times are anchored at the evaluation that opened a finding and advanced by the monotonic clock,
 so a stepped wall clock never makes a finding end before it started. The engine does no I/O: the
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from types import MappingProxyType
 
 from netd.config.detect import DetectConfig
 from netd.detect.base import Detector
 from netd.detect.baseline import KIND_BASELINE, BaselineDetector
 from netd.detect.config import ConfigDetector
-from netd.detect.congestion import KIND_CONGESTION, CongestionDetector
+from netd.detect.congestion import KIND_CONGESTION, CongestionDetector, congested_ports
 from netd.detect.counters import KIND_STALLED, CounterHealthDetector
 from netd.detect.findings import AnomalyState, Candidate, Finding, FindingEvent, Scope, Severity
 from netd.detect.inputs import DetectInput, InputPath
@@ -70,19 +70,36 @@ def _explains(by: Scope, other: Scope) -> bool:
     return same_port and (by.priority is None or other.priority is None or by.priority == other.priority)
 
 
-def suppress(candidates: list[Candidate]) -> tuple[list[Candidate], dict[Key, str]]:
-    """Drop candidates that a more specific one on the same port explains; say which explained which."""
+def suppress(
+    candidates: list[Candidate], congested: Collection[tuple[str, int]] = ()
+) -> tuple[list[Candidate], dict[Key, str]]:
+    """Drop candidates that a more specific one on the same port explains; say which explained which.
+
+    ``congested``: (device, port) the congestion scorer holds congested this tick
+    (:func:`~netd.detect.congestion.congested_ports`). Congestion explains what it suppresses there from
+    the first tick at the level, not only once its finding has waited out ``congestion_sustain``: an
+    incast's receiver sends CNPs far above its history at once, and is congested, not shifted."""
     kept: list[Candidate] = []
     why: dict[Key, str] = {}
     for c in candidates:
         by = next(
-            (s for s in candidates if c.kind in SUPPRESSES.get(s.kind, ()) and _explains(s.scope, c.scope)),
+            (
+                s.kind
+                for s in candidates
+                if c.kind in SUPPRESSES.get(s.kind, ()) and _explains(s.scope, c.scope)
+            ),
             None,
         )
+        if (
+            by is None
+            and c.kind in SUPPRESSES[KIND_CONGESTION]
+            and (c.scope.device, c.scope.port) in congested
+        ):
+            by = KIND_CONGESTION
         if by is None:
             kept.append(c)
         else:
-            why[c.key] = f"superseded by {by.kind}"
+            why[c.key] = f"superseded by {by}"
     return kept, why
 
 
@@ -101,6 +118,7 @@ class DetectionEngine:
         # error hides that error from rate() and increase())
         self._errors: Counter[str] = Counter({type(d).__name__: 0 for d in self.detectors})
         self._evaluations = 0
+        self._congested: set[tuple[str, int]] = set()  # ports the scorer held congested at the last tick
         self._state = AnomalyState(host=host)
 
     def state(self) -> AnomalyState:
@@ -118,7 +136,9 @@ class DetectionEngine:
             except Exception:  # a detector bug must not resolve (or lose) every finding
                 self._errors[type(d).__name__] += 1
             candidates += self._last.get(i, [])
-        kept, superseded = suppress(candidates)
+        if inp.path is InputPath.TICK:  # PFC samples carry no levels: the last tick's hold until the next
+            self._congested = congested_ports(inp, self.cfg)
+        kept, superseded = suppress(candidates, self._congested)
         events: list[FindingEvent] = []
         for c in kept:
             event = self._report(c, inp)

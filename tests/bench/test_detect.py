@@ -111,3 +111,30 @@ def test_scoring_rules() -> None:
     assert loss["median_detection_latency_s"] == 0.7
     assert rows["link_flap"]["recall"] is None and rows["link_flap"]["precision"] == 0.0
     assert rows["pfc_storm"]["findings"] == 0 and rows["pfc_storm"]["precision"] is None
+
+
+def test_an_incast_after_a_calm_minute_is_congestion_only_and_opens_after_its_sustain() -> None:
+    """Issue 17's regression: once the congestion finding waited for `congestion_sustain`, an incast's
+    receiver (CNPs sent far above its calm history) raised a `baseline_shift` before it, and the sustain
+    counted from the first tick at the level cost a tick more than the sustain. The incast starts
+    mid-second after the baseline's 60-tick warm-up."""
+    incast = tuple(Flow((h, 0), (7, 0), GREEDY) for h in range(7))
+    start, end = 63.4, 70.0
+    segments = [
+        (0.0, start, "allreduce", ring()),
+        (start, end, "incast", incast),
+        (end, 75.0, "allreduce", ring()),
+    ]
+    trace = Trace(
+        "incast",
+        75.0,
+        ScheduledWorkload(segments, sim_ms_per_s=2.0),
+        [],
+        [Label("congestion", 7, 0, start, end)],
+    )
+    cfg = load_config(None, environ={}).detect
+    run = run_trace(trace, cfg, sim_ms_per_s=2.0, seed=6)
+    assert [f.kind for f in run.findings] == ["congestion"], run.findings
+    (f,) = run.findings
+    # held from the start of the first whole second at the level (64.0): open at 64 + sustain, no later
+    assert f.opened_s - start <= cfg.congestion_sustain + 1.0, f

@@ -19,18 +19,27 @@ def at(t: float, level: str | None, priorities: tuple | None = None) -> DetectIn
     return with_levels(tick(t, ports), {} if level is None else {KEY: level})
 
 
-# (what, scorer level per 1 s tick, expected severity per tick: None = no finding); sustain 2 s
+# (what, scorer level per 1 s tick, expected severity per tick: None = no finding); sustain 2 s. A tick's
+# level judges the second that ends at it, so two ticks at a level are 2 s held.
 SEQUENCES = [
     ("ok all along", ["ok"] * 4, [None] * 4),
     ("busy is a level but not a finding by default", ["busy"] * 4, [None] * 4),
-    ("congested held 2 s opens a warning", ["congested"] * 4, [None, None, "warning", "warning"]),
-    ("a burst shorter than the sustain is no incident", ["congested", "congested", "ok", "ok"], [None] * 4),
-    ("the clock restarts after a dip", ["congested", "busy", "congested", "congested"], [None] * 4),
-    ("severe is critical", ["severe"] * 3 + ["congested"], [None, None, "critical", "warning"]),
+    (
+        "congested on two 1 s ticks is 2 s held: a warning",
+        ["congested"] * 4,
+        [None, "warning", "warning", "warning"],
+    ),
+    ("a burst shorter than the sustain is no incident", ["congested", "ok", "congested", "ok"], [None] * 4),
+    (
+        "the clock restarts after a dip",
+        ["congested", "busy", "congested", "congested"],
+        [None, None, None, "warning"],
+    ),
+    ("severe is critical", ["severe"] * 3 + ["congested"], [None, "critical", "critical", "warning"]),
     (
         "resolved when the scorer leaves the level",
         ["congested"] * 3 + ["busy"],
-        [None, None, "warning", None],
+        [None, "warning", "warning", None],
     ),
     ("no level known for the port: nothing judged", [None] * 4, [None] * 4),
 ]
@@ -52,16 +61,42 @@ def test_zero_sustain_opens_at_once_and_the_level_is_configurable() -> None:
     assert c.severity.value == "info"
 
 
+# (what, tick lengths in s, congestion_sustain s, index of the first tick with a finding: None = none)
+HELD = [
+    ("1 s ticks, 2 s: the second tick", [1.0] * 4, 2.0, 1),
+    ("a late read then an early one still makes 2 s", [1.03, 0.98, 1.0], 2.0, 1),
+    ("0.5 s ticks, 2 s: the fourth tick", [0.5] * 6, 2.0, 3),
+    ("2.5 s at 1 s ticks needs a third tick, never two", [1.0] * 4, 2.5, 2),
+    ("one tick of 2 s", [2.0, 2.0], 2.0, 0),
+    ("sustain 0: the first tick", [1.0] * 2, 0.0, 0),
+]
+
+
+@pytest.mark.parametrize(("what", "dts", "sustain", "first"), HELD, ids=[h[0] for h in HELD])
+def test_the_level_is_held_from_the_start_of_the_first_interval_judged_at_it(
+    what: str, dts: list[float], sustain: float, first: int | None
+) -> None:
+    """The regression of issue 17's benchmark: counting from the first tick's own time made every
+    finding wait one tick more than its sustain (congestion median latency 3.5 s instead of 2.5 s)."""
+    d = CongestionDetector(cfg(congestion_sustain=sustain))
+    now, got = 100.0, []
+    for dt in dts:
+        now += dt
+        inp = dataclasses.replace(at(now, "congested"), interval_s=dt)
+        got.append(bool(d.evaluate(inp)))
+    assert got.index(True) == first and all(got[first:])
+
+
 def test_finding_scope_evidence_and_explanation_carry_the_scorers_judgement() -> None:
-    d = CongestionDetector(cfg(congestion_sustain=1.0))
+    d = CongestionDetector(cfg(congestion_sustain=2.0))
     assert not d.evaluate(at(1.0, "congested"))
     (c,) = d.evaluate(at(2.0, "congested"))
     assert c.kind == KIND_CONGESTION and c.scope.priority == 3
     ev = c.evidence
-    assert ev["level"] == "congested" and ev["score"] == 0.6 and ev["sustained_s"] == 1.0
+    assert ev["level"] == "congested" and ev["score"] == 0.6 and ev["sustained_s"] == 2.0
     assert ev["contributions"] == {"ce_fraction": 0.5, "pause_fraction": 0.1}
     assert ev["ce_fraction"] == pytest.approx(0.01)  # the port's own counters this tick, for the reader
-    assert c.explanation.startswith("mlx5_0/1 congested for 1 s (score 0.60: 3.00% of received RoCE")
+    assert c.explanation.startswith("mlx5_0/1 congested for 2 s (score 0.60: 3.00% of received RoCE")
 
 
 def test_priority_is_named_only_when_the_port_has_one_pfc_priority() -> None:
