@@ -8,7 +8,6 @@ import json
 import os
 import re
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from netd.bench.static_tree import StaticHost
+from tests.processes import stop
 
 LIMIT = 256
 BUDGET = 64
@@ -102,12 +102,7 @@ def test_netd_run_serves_64_ports_under_ulimit_256(big_host: Path, free_port: in
         fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
         assert fds <= BUDGET, fds
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop(proc)
 
 
 _CHECK = r"""

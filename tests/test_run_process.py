@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.processes import stop
+
 pytestmark = pytest.mark.slow  # runs `netd run` as a process
 
 
@@ -45,13 +47,7 @@ def daemon(tmp_path: Path, free_port: int):
         _wait_ready(url, proc)
         yield proc, url, env
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        stop(proc, timeout=15)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()

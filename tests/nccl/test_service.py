@@ -17,6 +17,7 @@ import pytest
 
 from netd.nccl.table import unpack_table
 from tests.nccl.plugin_harness import NCCL_SUCCESS, Plugin, build_plugin
+from tests.processes import stop
 
 pytestmark = pytest.mark.slow  # runs `netd run` with its NCCL socket
 
@@ -60,13 +61,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory):
         time.sleep(1.2)  # two ticks: rates, hence conditions
         yield {"proc": proc, "url": url, "env": env, "socket": tmp / "nccl.sock", "port": port, "tmp": tmp}
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        stop(proc)
 
 
 @pytest.fixture(scope="module")

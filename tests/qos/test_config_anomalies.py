@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from netd.commands.run import build_daemon
 from netd.config.settings import load_config
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.qos.wiring import start_qos
+from tests.processes import stop
 from tests.test_run_process import _wait_ready
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "lldp"
@@ -143,9 +143,4 @@ def test_netd_anomalies_lists_them_from_a_running_daemon(host3: Path, free_port:
         assert cli.returncode == 0, cli.stderr
         assert re.search(r"warning\s+mtu_mismatch\s+mlx5_0/1 ens1f0np0", out), out
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop(proc)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.processes import stop
 
 pytestmark = pytest.mark.slow  # real `netd run` and `netd tune` processes
 
@@ -63,12 +64,7 @@ def daemon(tmp_path: Path, free_port: int, request: pytest.FixtureRequest) -> It
             time.sleep(0.2)
         yield env
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop(proc)
 
 
 def test_a_running_daemon_answers_and_no_temporary_fabric_is_built(daemon: dict[str, str]) -> None:
