@@ -44,28 +44,24 @@ class RequestBody:
         size = int(length)
         fd = os.memfd_create("netd-extender-body", os.MFD_CLOEXEC)
         try:
-            os.ftruncate(fd, size)
-            mapped = mmap.mmap(fd, size)
-            body = cls(mapped, fd)
-        except OSError:
-            os.close(fd)
-            raise
-        view, at = memoryview(mapped), 0
-        try:
+            at = 0
+            # written, not copied into a mapping: a write fills the memfd's pages in the kernel, a
+            # fresh mapping would take a page fault per 4 KB (31 MB: 15 ms of CPU against 21-25)
             async for chunk in request.stream():
                 if at + len(chunk) > size:  # the HTTP parser delivers no more than announced
                     raise HTTPException(400, "request body longer than its Content-Length")
-                view[at : at + len(chunk)] = chunk
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
                 at += len(chunk)
+            if at != size:  # a client that stopped sending has disconnected (request.stream raised)
+                raise HTTPException(400, "request body shorter than its Content-Length")
+            # the answer's slices are written to the client from this mapping
+            mapped = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
         except BaseException:
-            view.release()
-            body.close()
+            os.close(fd)
             raise
-        view.release()
-        if at != size:  # a client that stopped sending has disconnected (request.stream raised)
-            body.close()
-            raise HTTPException(400, "request body shorter than its Content-Length")
-        return body
+        return cls(mapped, fd)
 
     def close(self) -> None:
         """Release the memfd; the mapping goes when the last view of it does (an answer being
