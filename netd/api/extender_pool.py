@@ -29,6 +29,7 @@ from typing import Any
 
 import msgspec
 
+from netd.api.extender_wire import Buffer
 from netd.api.extender_worker import decode_meta, recv_frame, score_table, send_frame
 from netd.congestion.scheduling import UnknownPolicy
 from netd.congestion.scorer import CongestionReport
@@ -236,17 +237,24 @@ class ExtenderPool:
                 self._release(proc, failed)
 
     def call(
-        self, tables: Tables, kind: bytes, meta: list[Any], body: bytes, peers: Callable[[str], Any]
+        self,
+        tables: Tables,
+        kind: bytes,
+        meta: list[Any],
+        body: Buffer,
+        peers: Callable[[str], Any],
+        fd: int = -1,
     ) -> tuple[bytes, Any, bytearray]:
         """(kind, meta, payload) of the worker's answer: ``R`` or ``E``; ``meta[1]`` is the oldest
-        table generation it may use. ``peers(group)`` answers a worker that asks for a pod group's."""
+        table generation it may use. ``peers(group)`` answers a worker that asks for a pod group's.
+        ``fd``: a memfd holding ``body``, sent instead of its bytes (the worker maps it)."""
         error: Exception | None = None
         for _ in range(2):
             proc = self._acquire()
             assert proc is not None
             failed = True
             try:
-                out = self._exchange(proc, tables, kind, meta, body, peers)
+                out = self._exchange(proc, tables, kind, meta, b"" if fd >= 0 else body, peers, fd)
                 failed = False
                 return out
             except (OSError, EOFError) as exc:
@@ -262,18 +270,19 @@ class ExtenderPool:
         tables: Tables,
         kind: bytes,
         meta: list[Any],
-        body: bytes,
+        body: Buffer,
         peers: Callable[[str], Any],
+        fd: int,
     ) -> tuple[bytes, Any, bytearray]:
         if proc.held.get(tables.key, -1) < meta[1]:
             proc.send_table(tables)
-        send_frame(proc.sock, kind, meta, body)
+        send_frame(proc.sock, kind, meta, body, fd)
         while True:
             got, raw, payload = recv_frame(proc.sock)
             answer = decode_meta(raw)
             if got == b"M":  # it dropped our table (it keeps a few routers' only)
                 proc.send_table(tables)
-                send_frame(proc.sock, kind, meta, body)
+                send_frame(proc.sock, kind, meta, body, fd)
             elif got == b"Q":
                 send_frame(proc.sock, b"G", peers(answer))
             else:

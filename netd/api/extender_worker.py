@@ -3,7 +3,9 @@
 Parsing a 25 MB ``v1.NodeList`` holds an interpreter lock for ~25-50 ms, and scoring 5000 names for a
 few ms; in the listener's process either stalls the event loop, /healthz with it (issue 18). A worker
 (``python -m netd.api.extender_worker FD``, started by netd.api.extender_pool) gets the raw body over
-a socket and sends back the answer's bytes, so the listener only moves bytes.
+a socket — a big one as a memfd it maps, so the bytes are not copied between the processes — and
+sends back the answer: its own bytes, and for a full-Node filter the slices of the body to echo
+(netd.api.extender_wire.filter_parts), so the listener only moves bytes.
 
 It holds one :class:`NodeIndex` per router (the latest it was sent), built from a **score table**:
 each port's host, ToR, spines, identity, up/stormed and smoothed score, and each ToR's and spine's
@@ -16,16 +18,22 @@ Frames (both ways): ``!cIQ`` = kind, meta length, payload length; then meta (msg
 kind        to the worker                        from the worker
 ==========  ===================================  =========================================
 ``T``       meta: the score table                ``K``: table taken
-``F``/``P`` filter/prioritize; payload: body     ``R``: meta [unknown, removed, pod, gen],
-                                                 payload: the answer; ``M``: no table recent
-                                                 enough (send one, ask again); ``E``: meta
-                                                 [kind, status, detail-or-errors]
+``F``/``P`` filter/prioritize; payload: body, or ``R``: meta [unknown, removed, pod, gen,
+            none and the body's memfd passed     plan], payload: the answer's own bytes
+            with the header (SCM_RIGHTS)         (the plan: body slices between them,
+                                                 extender_wire.pack_parts); ``M``: no
+                                                 table recent enough (send one, ask
+                                                 again); ``E``: meta [kind, status,
+                                                 detail-or-errors]
 ``G``       meta: peers (node -> pods) or None   (after ``Q``: meta = the pod's group)
 ==========  ===================================  =========================================
 """
 
 from __future__ import annotations
 
+import itertools
+import mmap
+import os
 import signal
 import socket
 import struct
@@ -37,29 +45,46 @@ import msgspec
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
-from netd.api.extender_wire import encode_filter, encode_priorities, read_args
+from netd.api.extender_wire import Buffer, encode_priorities, filter_parts, pack_parts, read_args
 from netd.congestion.scheduling import NodeIndex, UnknownPolicy
 from netd.congestion.scorer import CongestionReport
 
-__all__ = ["HEADER", "decode_meta", "node_index", "recv_frame", "score_table", "send_frame", "serve"]
+__all__ = [
+    "HEADER",
+    "decode_meta",
+    "map_body",
+    "node_index",
+    "recv_frame",
+    "score_table",
+    "send_frame",
+    "serve",
+]
 
 HEADER = struct.Struct("!cIQ")
+PORTS_PER_PART = 2000
 KEEP_ROUTERS = 16  # tables kept per worker (one per listener's router; tests create many)
 _ENC = msgspec.msgpack.Encoder(enc_hook=str)  # a 422's ctx may hold the ValueError: its text
 
 
-def send_frame(sock: socket.socket, kind: bytes, meta: Any = None, payload: bytes = b"") -> None:
-    """The payload is sent as it is (a 25 MB body is not copied into the frame)."""
+def send_frame(
+    sock: socket.socket, kind: bytes, meta: Any = None, payload: Buffer = b"", fd: int = -1
+) -> None:
+    """The payload is sent as it is (a 25 MB body is not copied into the frame); ``fd`` (a request
+    body in a memfd) goes with the header, as SCM_RIGHTS."""
     head = _ENC.encode(meta)
-    sock.sendall(HEADER.pack(kind, len(head), len(payload)) + head)
+    frame = HEADER.pack(kind, len(head), len(payload)) + head
+    if fd >= 0:
+        socket.send_fds(sock, [frame], [fd])
+    else:
+        sock.sendall(frame)
     if payload:
         sock.sendall(payload)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
+def _recv_exact(sock: socket.socket, n: int, into: bytearray | None = None) -> bytearray:
+    buf = into if into is not None else bytearray(n)
+    view, got = memoryview(buf), len(buf) - n
+    while got < len(buf):
         k = sock.recv_into(view[got:])
         if k == 0:
             raise EOFError("extender peer closed the socket")
@@ -67,19 +92,45 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def recv_frame(sock: socket.socket) -> tuple[bytes, bytearray, bytearray]:
-    """(kind, meta as msgpack, payload); EOFError when the other side is gone."""
-    kind, meta_len, payload_len = HEADER.unpack(_recv_exact(sock, HEADER.size))
+def recv_frame(sock: socket.socket, fds: list[int] | None = None) -> tuple[bytes, bytearray, bytearray]:
+    """(kind, meta as msgpack, payload); EOFError when the other side is gone. With ``fds``, the
+    header is read with its ancillary data and a descriptor sent with it is appended to ``fds``
+    (read without, the kernel would drop it)."""
+    if fds is None:
+        head = _recv_exact(sock, HEADER.size)
+    else:
+        data, got, _, _ = socket.recv_fds(sock, HEADER.size, 1)
+        if not data:
+            raise EOFError("extender peer closed the socket")
+        fds += got
+        rest = HEADER.size - len(data)
+        head = _recv_exact(sock, rest, bytearray(data) + bytearray(rest))
+    kind, meta_len, payload_len = HEADER.unpack(head)
     return kind, _recv_exact(sock, meta_len), _recv_exact(sock, payload_len)
+
+
+def map_body(fd: int) -> mmap.mmap:
+    """A request body sent as a memfd, mapped read-only (no copy: the pages are the listener's)."""
+    try:
+        return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
 
 
 def score_table(report: CongestionReport | None, policy: UnknownPolicy) -> dict[str, Any]:
     """What a worker needs of ``report`` to build the same NodeIndex (None: every node unknown).
-    Per port only C-level copies (labels, three fields): this runs in the listener's process."""
+    Per port only C-level copies (labels, three fields): this runs in the listener's process. The
+    ports are encoded :data:`PORTS_PER_PART` at a time: encoding is one C call that holds the
+    interpreter lock, and 40,000 ports at once held it 10-18 ms, stalling the event loop (the
+    5000-name prioritize's tail at each refresh)."""
     table: dict[str, Any] = {"policy": [policy.mode, policy.neutral_score], "report": None}
     if report is not None:
+        ports = report.ports
         table["report"] = [
-            [[dict(p.labels), p.up, p.stormed, p.smoothed] for p in report.ports],
+            [
+                msgspec.Raw(_ENC.encode([[dict(p.labels), p.up, p.stormed, p.smoothed] for p in ports[i:j]]))
+                for i, j in _parts(len(ports), PORTS_PER_PART)
+            ],
             [[t.name, t.smoothed] for t in report.tors],
             [[s.name, s.smoothed] for s in report.spines],
         ]
@@ -101,9 +152,19 @@ class _Scope(msgspec.Struct, array_like=True, frozen=True):
 
 
 class _Scores(msgspec.Struct, array_like=True, frozen=True):
+    ports: tuple[tuple[_Port, ...], ...]  # in parts of PORTS_PER_PART
+    tors: tuple[_Scope, ...]
+    spines: tuple[_Scope, ...]
+
+
+class _Report(msgspec.Struct, frozen=True):
     ports: tuple[_Port, ...]
     tors: tuple[_Scope, ...]
     spines: tuple[_Scope, ...]
+
+
+def _parts(n: int, size: int) -> list[tuple[int, int]]:
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
 class _Table(msgspec.Struct, frozen=True):
@@ -125,8 +186,11 @@ def node_index(table: bytes | bytearray | _Table) -> NodeIndex:
     listener's NodeIndex of the report (NodeIndex reads only these fields of its ports and scopes)."""
     if not isinstance(table, _Table):
         table = msgspec.msgpack.decode(table, type=_Table)
-    report = cast(CongestionReport | None, table.report)
-    return NodeIndex(report, UnknownPolicy(*table.policy))
+    scores = table.report
+    if scores is None:
+        return NodeIndex(None, UnknownPolicy(*table.policy))
+    flat = _Report(tuple(itertools.chain.from_iterable(scores.ports)), scores.tors, scores.spines)
+    return NodeIndex(cast(CongestionReport, flat), UnknownPolicy(*table.policy))
 
 
 def decode_meta(raw: bytes | bytearray) -> Any:
@@ -157,7 +221,7 @@ class _Worker:
             self.tables.popitem(last=False)
         send_frame(self.sock, b"K")
 
-    def answer(self, kind: bytes, meta: list[Any], body: bytes) -> None:
+    def answer(self, kind: bytes, meta: list[Any], body: Buffer) -> None:
         key, min_gen, group_label, peer_weight = meta
         held = self.tables.get(key)
         if held is None or held[0] < min_gen:
@@ -169,9 +233,11 @@ class _Worker:
         except (HTTPException, RequestValidationError) as exc:
             send_frame(self.sock, b"E", _problem(exc))
             return
+        plan: list[int] = []
         if kind == b"F":
             passed, failed, unknown = index.filter(asked.names)
-            out, removed = encode_filter(asked, passed, failed), len(failed)
+            plan, out = pack_parts(filter_parts(asked, passed, failed, body))
+            removed = len(failed)
         else:
             group = asked.group(group_label)
             peers = None
@@ -181,19 +247,21 @@ class _Worker:
                 peers = decode_meta(said)
             scores, unknown = index.prioritize(asked.names, peers, peer_weight)
             out, removed = encode_priorities(scores), 0
-        send_frame(self.sock, b"R", [unknown, removed, asked.pod_name, gen], out)
+        send_frame(self.sock, b"R", [unknown, removed, asked.pod_name, gen, plan], out)
 
     def run(self) -> None:
         while True:
+            fds: list[int] = []
             try:
-                kind, meta, payload = recv_frame(self.sock)
+                kind, meta, payload = recv_frame(self.sock, fds)
             except (EOFError, ConnectionError):
                 return  # the listener's process stopped (or died): so do we
             if kind == b"T":
                 self.take_table(meta)
                 continue
             try:
-                self.answer(kind, decode_meta(meta), bytes(payload))
+                # a big body arrives as a memfd; a small one as the payload, read where it lies
+                self.answer(kind, decode_meta(meta), map_body(fds[0]) if fds else payload)
             except (EOFError, ConnectionError):
                 return
             except Exception as exc:  # a bug must cost one request a 500, not the worker

@@ -4,14 +4,15 @@ Point kube-scheduler's ``extenders[].urlPrefix`` at ``http://<netd>/scheduler`` 
 filter`` and ``prioritizeVerb: prioritize`` (docs/service.md has a complete KubeSchedulerConfiguration).
 Both answer from the latest published snapshot (no I/O per request, except a pod group's peers).
 
-The body is read on the event loop (bounded by netd.api.guard) and handed, as bytes, to a worker
-process (netd.api.extender_pool) that parses and scores it and hands back the answer's bytes: a
-25 MB NodeList's parse or a 5000-name scoring on this interpreter would stall /healthz and every
-other request for its duration. Parsing reads only the names and the pod's metadata
-(netd.api.extender_wire); scores come from a :class:`NodeIndex` the worker builds once per
-congestion report from a score table. Nodes netd does not know, and every node while the view is older than
-``scheduler.stale_after`` or before the first one exists, follow ``scheduler.unknown_nodes``; how many
-there were is said in the ``X-Netd-Unknown-Nodes`` header.
+The body is read on the event loop (bounded by netd.api.guard) and handed, as bytes or a memfd
+(netd.api.extender_body), to a worker process (netd.api.extender_pool) that parses and scores it and
+hands back the answer's bytes and the slices of the body it echoes: a 25 MB NodeList's parse or a
+5000-name scoring on this interpreter would stall /healthz and every other request for its duration.
+Parsing reads only the names and the pod's metadata (netd.api.extender_wire); scores come from a
+:class:`NodeIndex` the worker builds once per congestion report from a score table. Nodes netd does not
+know, and every node while the view is older than ``scheduler.stale_after`` or before the first one
+exists, follow ``scheduler.unknown_nodes``; how many there were is said in the ``X-Netd-Unknown-Nodes``
+header.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
+from netd.api.extender_body import PartsResponse, RequestBody
 from netd.api.extender_pool import ExtenderPool, Tables, shared_pool
 from netd.api.extender_types import ExtenderArgs, ExtenderFilterResult, HostPriority
+from netd.api.extender_wire import unpack_parts
 from netd.api.service_view import ServiceView
 from netd.config.service import SchedulerConfig
 from netd.congestion.scheduling import UnknownPolicy
@@ -90,31 +93,39 @@ def scheduler_router(
     def peers(group: str) -> Mapping[str, int] | None:
         return view.peers(cfg.pod_group_label, group)
 
-    def answer(kind: bytes, body: bytes) -> Response:
+    def answer(kind: bytes, body: RequestBody) -> Response:
         meta = [tables.key, tables.wanted(report()), cfg.pod_group_label, cfg.peer_weight]
         try:
-            got, said, payload = tables.pool.call(tables, kind, meta, body, peers)
+            got, said, payload = tables.pool.call(tables, kind, meta, body.data, peers, body.fd)
         except NetdError as exc:
             raise HTTPException(503, "the extender's workers are restarting", {"Retry-After": "1"}) from exc
         if got == b"E":
             raise_problem(said)
-        unknown, removed, pod_name, _ = said
+        unknown, removed, pod_name, _, plan = said
         if removed:
             log.info("filter %s: removed %d nodes", pod_name, removed)
         headers = {UNKNOWN_HEADER: str(unknown)}
-        return Response(memoryview(payload), media_type="application/json", headers=headers)
+        return PartsResponse(unpack_parts(plan, payload, body.data), headers, body)
+
+    async def respond(kind: bytes, request: Request) -> Response:
+        body = await RequestBody.read(request)
+        try:
+            return await run_in_threadpool(answer, kind, body)
+        except BaseException:
+            body.close()  # no answer will hold it
+            raise
 
     @router.post("/filter", response_model=ExtenderFilterResult, openapi_extra=_request_body(ExtenderArgs))
     async def filter_nodes(request: Request) -> Response:
         """Remove nodes whose RoCE ports are down or in a PFC storm (``FailedAndUnresolvableNodes``:
         preempting pods would not help). Answers ``NodeNames`` when asked with ``NodeNames``
         (nodeCacheCapable), else the passing ``Nodes`` objects unchanged."""
-        return await run_in_threadpool(answer, b"F", await request.body())
+        return await respond(b"F", request)
 
     @router.post("/prioritize", response_model=list[HostPriority], openapi_extra=_request_body(ExtenderArgs))
     async def prioritize(request: Request) -> Response:
         """Score every candidate 0–10: higher under less congested ToRs and spines and, for a pod of a
         multi-node job (``scheduler.pod_group_label``), on ToRs that already hold its peers."""
-        return await run_in_threadpool(answer, b"P", await request.body())
+        return await respond(b"P", request)
 
     return router
