@@ -216,15 +216,7 @@ class SeriesTracker:
         stats = s.stats
         for name in {*compress(last.names, map(ne, values, last.values)), *last.held}:
             track = tracks[name]
-            kind, rate = track.step(stats[name], dt, ceiling_per_s(name, gbps))
-            if rate is None:
-                rates.pop(name, None)
-            else:
-                rates[name] = rate
-            if kind is DeltaKind.HELD:
-                held.add(name)
-            if kind in _EVENTS:
-                self.events[kind.value] += 1
+            self._step_statistic(track, name, stats[name], gbps, dt, rates, held)
             totals[name] = track.total
         return NetdevView(s, frozen_map(totals), frozen_map(rates), frozenset(held))
 
@@ -242,12 +234,28 @@ class SeriesTracker:
                 if dt:
                     rates[name] = 0.0
             else:
-                kind, rate = track.step(value, dt, ceiling_per_s(name, gbps))
-                if rate is not None:
-                    rates[name] = rate
-                if kind is DeltaKind.HELD:
-                    held.add(name)
-                if kind in _EVENTS:
-                    self.events[kind.value] += 1
+                self._step_statistic(track, name, value, gbps, dt, rates, held)
             totals[name] = track.total
         return NetdevView(s, frozen_map(totals), frozen_map(rates), frozenset(held))
+
+    def _step_statistic(
+        self,
+        track: CounterTrack,
+        name: str,
+        value: int,
+        gbps: float | None,
+        dt: float | None,
+        rates: dict[str, float],
+        held: set[str],
+    ) -> None:
+        """One ethtool statistic through the counter model: its rate (absent when unknown), whether
+        its sample is held back, and the event counts."""
+        kind, rate = track.step(value, dt, ceiling_per_s(name, gbps))
+        if rate is None:
+            rates.pop(name, None)
+        else:
+            rates[name] = rate
+        if kind is DeltaKind.HELD:
+            held.add(name)
+        if kind in _EVENTS:
+            self.events[kind.value] += 1
