@@ -177,22 +177,26 @@ def test_fast_path_slots_between_ticks() -> None:
     assert wait_running_fast_path(1.0, 0.1, stopped, lambda: 0.0, lambda: None) is True
 
 
+def _fast_path_detection(
+    **update: object,
+) -> tuple[list[float], list[FindingEvent], Nic, SeriesTracker, Detection]:
+    """A Detection on a fake NIC and a settable clock, after its first tick at t = 0."""
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect.model_copy(update={**FIXED, **update})
+    det = Detection(
+        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], listener=events.append
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    return now, events, nic, tracker, det
+
+
 def test_calm_fast_samples_are_put_aside_and_the_last_one_is_the_storms_baseline() -> None:
     """Samples in which no pause statistic moved are read and compared, not evaluated; the last of
     them is evaluated before the first that shows pause, so the storm's first sample covers one fast
     interval (0.1 s of 0.1 s paused: qualifies) and not the 0.5 s since the tick (0.2: would not)."""
-    now = [0.0]
-    events: list[FindingEvent] = []
-    nic, tracker = Nic(), SeriesTracker()
-    det = Detection(
-        load_config(None, environ={}).detect.model_copy(update=FIXED),
-        "h",
-        pfc_reader=nic.read,
-        clock=lambda: now[0],
-        wall=lambda: 1e9 + now[0],
-        listener=events.append,
-    )
-    det.on_observation(observe(tracker, nic, 0.0))
+    now, events, nic, tracker, det = _fast_path_detection()
     evaluations = det.engine.state().evaluations
     for _ in range(4):  # 0.1 .. 0.4: calm
         now[0] += 0.1
@@ -212,16 +216,7 @@ def test_calm_fast_samples_are_put_aside_and_the_last_one_is_the_storms_baseline
 def test_a_stormed_detector_sees_every_sample_until_restored() -> None:
     """With no linger, the cadence is calm at once; but while a storm is open the samples without
     pause are still evaluated, so it is restored after pfc_restoration_time of them, not later."""
-    now = [0.0]
-    events: list[FindingEvent] = []
-    nic, tracker = Nic(), SeriesTracker()
-    cfg = load_config(None, environ={}).detect.model_copy(
-        update={**FIXED, "fast_linger": 0.0, "pfc_restoration_time": 0.3}
-    )
-    det = Detection(
-        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], listener=events.append
-    )
-    det.on_observation(observe(tracker, nic, 0.0))
+    now, events, nic, tracker, det = _fast_path_detection(fast_linger=0.0, pfc_restoration_time=0.3)
     for _ in range(3):  # 0.1 .. 0.3 stormed: opened at 0.2
         now[0] += 0.1
         nic.storm(0.1)
@@ -235,18 +230,7 @@ def test_a_stormed_detector_sees_every_sample_until_restored() -> None:
 
 
 def test_a_calm_ticks_pfc_sample_is_put_aside_and_is_the_next_storms_baseline() -> None:
-    now = [0.0]
-    events: list[FindingEvent] = []
-    nic, tracker = Nic(), SeriesTracker()
-    det = Detection(
-        load_config(None, environ={}).detect.model_copy(update=FIXED),
-        "h",
-        pfc_reader=nic.read,
-        clock=lambda: now[0],
-        wall=lambda: 1e9 + now[0],
-        listener=events.append,
-    )
-    det.on_observation(observe(tracker, nic, 0.0))
+    now, events, nic, tracker, det = _fast_path_detection()
     for _ in range(9):  # 0.1 .. 0.9: calm
         now[0] += 0.1
         det.fast_sample()
