@@ -15,7 +15,6 @@ never hides the other counters: it is left out and named in
 from __future__ import annotations
 
 import fnmatch
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
+from netd.sources.rdma_values import parse_counter, parse_rate, parse_state, rate_problem, rate_value
 from netd.sources.sysfs_io import (
     DEFAULT_MAX_DIRS,
     DEFAULT_MAX_OPEN,
@@ -36,65 +36,8 @@ from netd.sources.sysfs_io import (
 
 __all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"]
 
-_U64_MAX = (1 << 64) - 1
 _SOURCE = "rdma"
 _COUNTER_READ = 64  # bytes per counter pread: "%llu\n" is at most 21
-
-
-def parse_counter(data: bytes) -> tuple[int | None, str | None]:
-    """``(value, None)`` for a well-formed ``"%llu\\n"``, else ``(None, reason)``.
-
-    Only the first line counts: a sysfs attribute is one line, and a fake
-    tree rewritten in place (pwrite, then ftruncate when shorter) may briefly
-    show the new value followed by the old value's tail.
-    """
-    text = data.split(b"\n", 1)[0].strip()
-    if text.isdigit():  # ASCII digits only: rejects "+1", "1_000", "0x10", "-1"
-        value = int(text)
-        return (value, None) if value <= _U64_MAX else (None, "out of range (> 2**64-1)")
-    if not text:
-        return None, "empty"
-    if text.startswith(b"N/A"):  # drivers without a PMA printed "N/A (no PMA)"
-        return None, "not available: " + text.decode("ascii", "replace")
-    if text.startswith(b"-") and text[1:].isdigit():
-        return None, "negative"
-    return None, f"not a number: {text[:40]!r}"
-
-
-def parse_state(text: str | None) -> str | None:
-    """``"4: ACTIVE"`` -> ``"ACTIVE"``, ``"5: LinkUp"`` -> ``"LinkUp"`` (kernel prints ``"%d: %s"``)."""
-    if not text:
-        return None
-    return text.split(":", 1)[-1].strip() or None
-
-
-def parse_rate(text: str | None) -> float | None:
-    """``"200 Gb/sec (2X NDR)"`` -> ``200.0``; ``"2.5 Gb/sec (1X SDR)"`` -> ``2.5``; None for anything
-    that is not a finite, non-negative number (see :func:`rate_problem`)."""
-    return None if rate_problem(text) else _rate_number(text)
-
-
-def rate_problem(text: str | None) -> str | None:
-    """Why a ``rate`` attribute is not a usable speed, or None. ``float()`` accepts ``inf``, ``nan``
-    and ``-1``; a speed that is any of those would open (and never close) a speed-change finding and
-    poison every ratio to line rate, so they are absent with a reason."""
-    if not text:
-        return None
-    value = _rate_number(text)
-    if value is None:
-        return f"not a number: {text[:40]!r}"
-    if not math.isfinite(value):
-        return "not finite"
-    if value < 0:
-        return "negative"
-    return None
-
-
-def _rate_number(text: str | None) -> float | None:
-    try:
-        return float(text.split()[0]) if text else None
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,7 +281,7 @@ class RdmaSysfs:
             link_layer=port.link_layer,
             state=parse_state(self._attr(port.attrs + "state")),
             phys_state=parse_state(self._attr(port.attrs + "phys_state")),
-            rate_gbps=None if problem else _rate_number(rate_text),
+            rate_gbps=None if problem else rate_value(rate_text),
             gid_types=port.gid_types,
             driver=driver,
             counters=frozen_map(counters),
