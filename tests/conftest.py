@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +24,32 @@ def _clean_netd_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("netd.config.settings.DEFAULT_CONFIG_PATH", Path("/nonexistent/netd.toml"))
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 @pytest.fixture
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port no one listens on, below the kernel's ephemeral range: a port the kernel handed out
+    with bind(0) can be handed out again as the local end of a client connection (a test opening
+    2000 of them) before the server under test binds it, or a connection to it while nothing
+    listens can connect to itself."""
+    rng = random.Random()
+    low = min(_ephemeral_low(), 32768)
+    for _ in range(200 if low > 2048 else 0):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # no room below the ephemeral range: take one from it
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,14 @@ from pathlib import Path
 import pytest
 
 from netd.api.progress import Progress
+
+
+def read_all(fd: int) -> str:
+    """Everything written so far: a pty hands a read what one write put there, not all of it."""
+    data = b""
+    while select.select([fd], [], [], 0.5)[0]:
+        data += os.read(fd, 4096)
+    return data.decode()
 
 
 def test_on_a_terminal_the_line_rewrites_itself_throttled_and_is_blanked_at_the_end():
@@ -27,7 +36,7 @@ def test_on_a_terminal_the_line_rewrites_itself_throttled_and_is_blanked_at_the_
                     p.update(i)
                     now[0] += 0.04  # 25 updates a second: every third one is drawn
                 p.update(note="phase two", force=True)
-            shown = os.read(master, 4096).decode()
+            shown = read_all(master)
     finally:
         os.close(master)
         os.close(slave)

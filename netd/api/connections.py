@@ -35,12 +35,17 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 __all__ = [
     "ConnectionLimits",
     "ConnectionStats",
+    "accept_overshoot",
     "InvalidRequestLog",
     "connection_budget",
     "guarded_protocol",
 ]
 
 FD_RESERVE = 256  # descriptors kept for everything but HTTP clients (sysfs, netlink, BPF, sockets, logs)
+# Accepted sockets beyond max_connections, at most, in batches of accept_batch: the batch being
+# accepted, the one whose transports are being made, the one whose connection_made is running (and
+# refusing or evicting), and the one being closed (a close takes effect a loop turn later).
+ACCEPT_BATCHES_IN_FLIGHT = 4
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,15 @@ class ConnectionLimits:
     body_timeout_s: float = 30.0  # from the head to the last body byte (25 MB at >= ~1 MB/s)
     keep_alive_s: int = 5  # idle between requests on a kept-alive connection (uvicorn's own timer)
     retry_after_s: int = 1
-    # asyncio accepts up to this many connections per wake-up before any is looked at (uvicorn's
-    # default of 2048 let 2000 simultaneous clients hold 1465 descriptors for a moment); it is also
-    # the kernel's queue of connections not yet accepted
+    # the kernel's queue of connections not yet accepted (a burst of NCCL ranks or scheduler
+    # threads waits here, not in a SYN retry a second later)
     backlog: int = 128
+    # asyncio accepts up to this many connections per wake-up before any of them is looked at, and
+    # the protocol only sees (and can refuse or evict for) a connection two loop turns after its
+    # accept: see ACCEPT_BATCHES_IN_FLIGHT. uvicorn's default of 2048 let 2000 simultaneous clients
+    # hold 1465 descriptors for a moment; 128 (the old value, shared with the kernel's queue) let
+    # max_connections + ~500 be open at once.
+    accept_batch: int = 32
     invalid_log_every_s: float = 60.0  # at most one log line about non-HTTP requests per this long
 
 
@@ -68,9 +78,14 @@ class ConnectionStats:
     invalid: int = 0  # requests that were not HTTP
 
 
+def accept_overshoot(limits: ConnectionLimits) -> int:
+    """How many descriptors past ``max_connections`` a burst of connections can hold at once."""
+    return ACCEPT_BATCHES_IN_FLIGHT * limits.accept_batch
+
+
 def connection_budget(wanted: int, reserve: int = FD_RESERVE) -> int:
-    """``wanted``, capped so that clients (and a backlog's burst of accepts, part of ``reserve``)
-    leave ``reserve`` descriptors free. Raises the soft limit to
+    """``wanted``, capped so that clients (and a burst of accepts, :func:`accept_overshoot`, part of
+    ``reserve``) leave ``reserve`` descriptors free. Raises the soft limit to
     the hard one first (systemd's default soft limit is 1024 while the hard one is 512K)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
@@ -221,5 +236,5 @@ def protocol_options(limits: ConnectionLimits, stats: ConnectionStats) -> dict[s
     return {
         "http": guarded_protocol(limits, stats),
         "timeout_keep_alive": limits.keep_alive_s,
-        "backlog": limits.backlog,
+        "backlog": limits.accept_batch,  # asyncio's batch; Server re-listens with limits.backlog
     }

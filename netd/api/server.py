@@ -17,6 +17,7 @@ from netd.api.connections import (
     FD_RESERVE,
     ConnectionLimits,
     ConnectionStats,
+    accept_overshoot,
     connection_budget,
     protocol_options,
 )
@@ -52,7 +53,7 @@ class Server(uvicorn.Server):
 
     def __init__(self, config: uvicorn.Config, limits: ConnectionLimits | None = None) -> None:
         limits = limits or ConnectionLimits()
-        budget = connection_budget(limits.max_connections, FD_RESERVE + limits.backlog)
+        budget = connection_budget(limits.max_connections, FD_RESERVE + accept_overshoot(limits))
         limits = dataclasses.replace(limits, max_connections=budget)
         self.limits = limits
         state = getattr(config.app, "state", None)  # a netd app counts in its own (netd.api.base)
@@ -60,6 +61,15 @@ class Server(uvicorn.Server):
         for name, value in protocol_options(limits, self.connection_stats).items():
             setattr(config, name, value)
         super().__init__(config)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        # asyncio uses one number for the kernel's queue (listen) and for how many connections it
+        # accepts per wake-up; the second is kept small (config.backlog = accept_batch) so a burst
+        # cannot hold many descriptors past max_connections, and listen() again on the same socket
+        # (Linux takes the new length) gives the kernel's queue its own, larger, size
+        for sock in sockets or ():
+            sock.listen(self.limits.backlog)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

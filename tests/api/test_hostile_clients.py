@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from netd.api.connections import ConnectionLimits, accept_overshoot
+
 pytestmark = pytest.mark.slow  # real processes, hundreds of sockets, deadlines of a second
 
 TOKEN = "s3cret"
@@ -88,6 +90,17 @@ def healthz(port: int) -> int:
         return 0
 
 
+def wait_healthz(port: int, within_s: float = 10.0) -> bool:
+    """/healthz answers 200 before ``within_s`` (a loaded machine may take a moment to close what
+    the test's clients left)."""
+    deadline = time.monotonic() + within_s
+    while healthz(port) != 200:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def post_head(path: str, length: int, token: str | None = None, extra: str = "") -> bytes:
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
     return (
@@ -142,25 +155,38 @@ def test_trickled_head_and_body_are_cut_at_their_deadlines(free_port):
 
 
 def test_two_thousand_connections_are_answered_within_the_descriptor_bound(free_port):
+    limits = ConnectionLimits(max_connections=200)
     with listener(free_port, max_conn=200, head_s=2.0) as pid:
         base = fds(pid)
-        conns, peak = [], 0
-        for i in range(2000):
-            s = socket.create_connection(("127.0.0.1", free_port), timeout=10)
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            conns.append(s)
-            if i % 50 == 0:
-                peak = max(peak, fds(pid))
-        statuses: dict[int, int] = {}
-        for s in conns:
-            code = status(read_response(s))
-            statuses[code] = statuses.get(code, 0) + 1
-            s.close()
-        # max_connections, plus what asyncio accepts (up to the backlog, 128, per wake-up) before the
-        # protocol sees them; the descriptor reserve (256 + backlog) is sized for this
-        assert peak <= base + 200 + 2 * 128 + 2
+        conns: list[socket.socket] = []
+        peak, statuses = 0, {}
+        try:
+            for i in range(2000):
+                s = socket.create_connection(("127.0.0.1", free_port), timeout=10)
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                conns.append(s)
+                if i % 10 == 0:
+                    peak = max(peak, fds(pid))
+            for s in conns:
+                code = status(read_response(s))
+                statuses[code] = statuses.get(code, 0) + 1
+        finally:
+            for s in conns:  # not left to a failure's traceback, which would hold 2000 sockets
+                s.close()
+        # max_connections, plus the accepted batches the protocol has not looked at yet or is closing
+        assert peak <= base + 200 + accept_overshoot(limits) + 2
         assert set(statuses) <= {200, 0} and statuses.get(200, 0) >= 1000  # 0: evicted while waiting
-        assert healthz(free_port) == 200
+        assert wait_healthz(free_port)
+
+
+def test_the_kernel_queue_is_the_backlog_while_asyncio_accepts_in_small_batches(free_port):
+    limits = ConnectionLimits()
+    assert limits.accept_batch < limits.backlog
+    with listener(free_port):
+        ss = subprocess.run(
+            ["ss", "-Hltn", f"sport = :{free_port}"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    assert int(ss[2]) == limits.backlog  # a listening socket's Send-Q column is its queue length
 
 
 def test_busy_connections_past_the_limit_get_503_with_retry_after(free_port):
@@ -184,8 +210,7 @@ def test_busy_connections_past_the_limit_get_503_with_retry_after(free_port):
         finally:
             for s in busy:
                 s.close()
-        time.sleep(0.2)
-        assert healthz(free_port) == 200
+        assert wait_healthz(free_port)  # the limit frees as the busy ones go
 
 
 def test_25mb_bodies_are_refused_before_they_are_read(free_port):
