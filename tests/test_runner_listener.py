@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+import threading
 
 import pytest
+import uvicorn
 
-from netd.api.server import SWITCH_INTERVAL_S, bind, share_interpreter_lock
+from netd.api.server import SWITCH_INTERVAL_S, Server, bind, share_interpreter_lock
 from netd.errors import NetdError
 
 
@@ -49,3 +51,29 @@ def test_lock_sharing_is_scoped_to_serving():
     with share_interpreter_lock():
         assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
     assert sys.getswitchinterval() == before
+
+
+def _served(period_s: float) -> tuple[Server, threading.Thread, socket.socket]:
+    from fastapi import FastAPI
+
+    sock = bind("127.0.0.1", 0)
+    server = Server(uvicorn.Config(FastAPI(), log_level="critical", lifespan="off"))
+    server.MAIN_LOOP_PERIOD_S = period_s
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        threading.Event().wait(0.01)
+    return server, thread, sock
+
+
+def test_stop_starts_the_shutdown_at_once_not_at_the_next_wake_up():
+    """The main loop wakes once per MAIN_LOOP_PERIOD_S (uvicorn's woke ten times a second, a tenth of
+    an idle daemon's CPU); stop() must not wait for it: here the period is an hour."""
+    server, thread, sock = _served(3600.0)
+    try:
+        server.stop()
+        thread.join(30)
+        assert not thread.is_alive()
+    finally:
+        sock.close()

@@ -179,7 +179,7 @@ def bench_api(
                     scale.update(listener_phases(base, port, seconds, ticks))
             finally:
                 stop.set()
-                server.should_exit = True
+                server.stop()
                 for t in threads:
                     t.join(timeout=10)
                 sock.close()

@@ -278,7 +278,7 @@ def _on_sighup(
             return
         pending.append(new)
         notifier.reloading()
-        server.should_exit = True
+        server.stop()
 
     signal.signal(signal.SIGHUP, handle)
 

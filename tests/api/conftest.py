@@ -42,7 +42,7 @@ def serving(app: FastAPI, port: int) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
+        server.stop()
         thread.join(timeout=10)
 
 
