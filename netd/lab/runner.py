@@ -13,6 +13,7 @@ import ipaddress
 import random
 import socket
 import struct
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,7 +70,10 @@ def run_scenario(
     step_s: float = 0.001,
     trace_s: float = 0.05,
     on_sample: Callable[[Sample], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> RunResult:
+    """Run ``scenario`` on the lab ``name`` for its duration, or until ``stop`` is set (a caller that
+    has seen what it waited for ends the traffic early; the switch is restored either way)."""
     directory = lab_dir(root, name)
     with lab_lock(root, name, wait=False):
         state = LabState.load(directory)
@@ -102,7 +106,9 @@ def run_scenario(
                 restore_switch = True
                 client.request("shape", ports=[pid], mbps=mbps)
             with realtime(CONTROLLER_PRIORITY):
-                _timeline(scenario, result, ctl, slots, shms, client, step_s, trace_s, payload, on_sample)
+                _timeline(
+                    scenario, result, ctl, slots, shms, client, step_s, trace_s, payload, on_sample, stop
+                )
         finally:
             ctl.stop_all()
             for shm in shms.values():
@@ -140,6 +146,7 @@ def _timeline(
     trace_s: float,
     payload: int,
     on_sample: Callable[[Sample], None] | None,
+    stop: threading.Event | None = None,
 ) -> None:
     layout = result.state.layout
     focus = list(sc.focus)
@@ -151,7 +158,7 @@ def _timeline(
     window_open = False
     while True:
         t = time.monotonic() - t0
-        if t >= sc.duration_s:
+        if t >= sc.duration_s or (stop is not None and stop.is_set()):
             break
         for i, (spec, fs) in enumerate(zip(result.flows, slots, strict=True)):
             if not started[i] and t >= spec.start_s:

@@ -306,13 +306,17 @@ def _netd(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def _in_background(root: Path, name: str, scenario: Any) -> tuple[threading.Thread, list[Any]]:
+def _in_background(
+    root: Path, name: str, scenario: Any
+) -> tuple[threading.Thread, list[Any], threading.Event]:
+    """The scenario in a thread; set the event to end it once the test has seen what it waits for."""
     out: list[Any] = []
+    stop = threading.Event()
     t = threading.Thread(
-        target=lambda: out.append(run_scenario(root, name, scenario, lab_params())), daemon=True
+        target=lambda: out.append(run_scenario(root, name, scenario, lab_params(), stop=stop)), daemon=True
     )
     t.start()
-    return t, out
+    return t, out, stop
 
 
 def test_netd_detectors_scores_and_scheduler_see_the_lab(
@@ -325,12 +329,12 @@ def test_netd_detectors_scores_and_scheduler_see_the_lab(
     (port,) = _get(f"{urls['h0']}/v1/topology")["ports"]["items"]
     assert (port["device"], port["tor"], port["tor_port"]) == ("mlx5_0", tor0, "swp1")
 
-    runner, _ = _in_background(
+    runner, _, done = _in_background(
         # long enough to outlast the three waits below even on a loaded machine (they run in sequence
-        # while the incast must still be congesting tor0)
+        # while the incast must still be congesting tor0); ended as soon as they have succeeded
         root,
         state.name,
-        build_scenario("incast", state.layout, senders=8, duration_s=25.0),
+        build_scenario("incast", state.layout, senders=8, duration_s=120.0),
     )
     try:
 
@@ -338,7 +342,7 @@ def test_netd_detectors_scores_and_scheduler_see_the_lab(
             active = _get(f"{urls['h0']}/v1/anomalies")["active"]
             return [f for f in active if f["kind"] == "congestion" and f["scope"]["device"] == "mlx5_0"]
 
-        (finding,) = _until("a congestion finding on h0's port", congestion_on_h0, 10)
+        (finding,) = _until("a congestion finding on h0's port", congestion_on_h0, 30)
         assert finding["scope"]["port"] == 1 and finding["severity"] in ("warning", "critical")
 
         def ranked() -> Any:
@@ -360,7 +364,7 @@ def test_netd_detectors_scores_and_scheduler_see_the_lab(
                 for i in _get(f"{urls['fabric']}/v1/congestion", scope="tor")["items"]
             ]
 
-        ranked_items = _until("the fabric to rank tor0 first", ranked, 12, show=tors)
+        ranked_items = _until("the fabric to rank tor0 first", ranked, 30, show=tors)
         assert ranked_items[0]["level"] != "ok"
         nodes = [f"{state.name}-h{h}" for h in range(state.hosts)]
         pod = {"Pod": {"metadata": {"name": "job-0"}}, "NodeNames": nodes}
@@ -374,12 +378,14 @@ def test_netd_detectors_scores_and_scheduler_see_the_lab(
             under = [[s[f"{state.name}-h{h}"] for h in state.layout.hosts_under(t)] for t in (0, 1)]
             return min(under[1]) > max(under[0])
 
-        _until("prioritize to prefer the hosts under tor1", prefers_tor1, 10, show=lambda: (scores(), tors()))
+        _until("prioritize to prefer the hosts under tor1", prefers_tor1, 30, show=lambda: (scores(), tors()))
     finally:
+        done.set()
         runner.join(timeout=60)
 
-    storm = build_scenario("storm", state.layout, duration_s=4.0, stuck_at_s=0.5, stuck_for_s=3.0)
-    runner, _ = _in_background(root, state.name, storm)
+    # stuck for as long as a loaded machine may need to see it; ended once seen
+    storm = build_scenario("storm", state.layout, duration_s=40.0, stuck_at_s=0.5, stuck_for_s=39.0)
+    runner, _, done = _in_background(root, state.name, storm)
     try:
 
         def storm_on_a_sender() -> Any:
@@ -388,7 +394,8 @@ def test_netd_detectors_scores_and_scheduler_see_the_lab(
                 found += [f for f in _get(f"{urls[h]}/v1/anomalies")["active"] if f["kind"] == "pfc_storm"]
             return found
 
-        stormed = _until("a PFC storm finding on a paused sender", storm_on_a_sender, 8)
+        stormed = _until("a PFC storm finding on a paused sender", storm_on_a_sender, 30)
         assert all(f["scope"]["priority"] == 3 for f in stormed)
     finally:
+        done.set()
         runner.join(timeout=30)
