@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = ["ExtenderArgs", "ExtenderFilterResult", "HostPriority", "NodeList", "PodObject"]
 
 _CANONICAL = {name.lower(): name for name in ("Pod", "Nodes", "NodeNames")}
+_LIST_CANONICAL = {name.lower(): name for name in ("apiVersion", "kind", "metadata", "items")}
 
 
 class ObjectMeta(BaseModel):
@@ -61,6 +62,14 @@ class NodeList(BaseModel):
             }
         },
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _any_case(cls, data: Any) -> Any:  # as Go decodes a v1.NodeList's tagged fields
+        if isinstance(data, dict):
+            canonical = _LIST_CANONICAL
+            return {canonical.get(k.lower(), k) if isinstance(k, str) else k: v for k, v in data.items()}
+        return data
 
     @field_validator("items")
     @classmethod

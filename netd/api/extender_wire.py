@@ -103,7 +103,30 @@ def _slow(body: Buffer) -> Candidates:
         ) from exc
     meta = args.Pod.metadata
     names = args.candidates()
-    return Candidates(meta.name, meta.labels or {}, meta.annotations or {}, names, None)
+    node_list = _node_list_any_case(body) if args.NodeNames is None else None
+    return Candidates(meta.name, meta.labels or {}, meta.annotations or {}, names, node_list)
+
+
+def _node_list_any_case(body: Buffer) -> _NodeList | None:
+    """The request's full ``Nodes``, its keys spelt in any case (the slow path's: re-encoded, so the
+    objects answered are JSON-equal to those sent rather than their bytes), so that a filter asked
+    with Node objects answers Node objects however the client spells the keys."""
+    doc = msgspec.json.decode(body if isinstance(body, bytes | bytearray) else bytes(body))
+    nodes = next((v for k, v in doc.items() if k.lower() == "nodes"), None) if isinstance(doc, dict) else None
+    if not isinstance(nodes, dict):
+        return None
+    fields = {k.lower(): v for k, v in nodes.items()}
+
+    def raw(key: str) -> msgspec.Raw:
+        return msgspec.Raw(_ENC.encode(fields[key])) if key in fields else msgspec.Raw(b"")
+
+    items = fields.get("items")
+    return _NodeList(
+        apiVersion=raw("apiversion"),
+        kind=raw("kind"),
+        metadata=raw("metadata"),
+        items=[msgspec.Raw(_ENC.encode(item)) for item in items] if isinstance(items, list) else None,
+    )
 
 
 def read_args(body: Buffer) -> Candidates:

@@ -201,6 +201,18 @@ def test_prioritize_pulls_a_pod_group_towards_its_peers(extender):
     assert g["gpu-04"] >= g["gpu-01"]  # the peer's ToR wins over a calmer but distant ToR at weight 0.5
 
 
+def test_full_nodes_under_keys_of_any_case_are_answered_as_node_objects(extender):
+    """Go's decoder matches keys case-insensitively; a filter asked with Node objects answers Node
+    objects (not NodeNames) however the keys are spelt."""
+    items = [node(n, "leaf-x") for n in NAMES]
+    args = {"POD": pod(), "nodes": {"Kind": "NodeList", "ITEMS": copy.deepcopy(items)}}
+    with extender(cluster()) as base:
+        body = httpx.post(base + "/scheduler/filter", json=args).json()
+    assert body["NodeNames"] is None
+    assert body["Nodes"]["kind"] == "NodeList"
+    assert body["Nodes"]["items"] == [n for n in items if n["metadata"]["name"] not in ("gpu-05", "gpu-06")]
+
+
 def test_field_names_match_case_insensitively_like_go(extender):
     with extender(cluster()) as base:
         r = httpx.post(base + "/scheduler/filter", json={"pod": pod(), "nodenames": ["gpu-01", "gpu-06"]})
