@@ -104,7 +104,8 @@ class Tables:
         try:
             self.pool.broadcast(self, gen)
         except NetdError as exc:  # the replaced worker is sent the table by its first request
-            log.warning("extender table not rolled out to every worker: %s", exc)
+            if not self.pool.closed:  # at shutdown the workers went while the table was on its way
+                log.warning("extender table not rolled out to every worker: %s", exc)
         with self._lock:
             self.min_gen = max(self.min_gen, gen)
 
@@ -158,9 +159,12 @@ class ExtenderPool:
         self.size, self.command = size, command
         self._cond = threading.Condition()
         self._procs: list[_Proc] = []
+        self.closed = False  # for good: a table still rolling out must not start new workers
 
     def start(self) -> None:
         with self._cond:
+            if self.closed:
+                raise NetdError("the extender's workers have been stopped")
             if not self._procs:
                 procs: list[_Proc] = []
                 try:
@@ -175,7 +179,9 @@ class ExtenderPool:
 
     def close(self) -> None:
         with self._cond:
+            self.closed = True
             procs, self._procs = self._procs, []
+            self._cond.notify_all()  # a roll-out waiting for a worker gives up
         for p in procs:
             p.close()
 
@@ -191,6 +197,8 @@ class ExtenderPool:
         self.start()
         with self._cond:
             while True:
+                if self.closed:
+                    raise NetdError("the extender's workers have been stopped")
                 for i, p in enumerate(self._procs):
                     if not p.busy and p.popen.poll() is not None:  # died idle: replaced before use
                         log.warning("extender worker %d exited (%s); replaced", p.popen.pid, p.popen.poll())

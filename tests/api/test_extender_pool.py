@@ -4,11 +4,13 @@ them (closed or killed)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import httpx
@@ -17,11 +19,12 @@ import pytest
 from fastapi import FastAPI
 
 from netd.api.app import create_app
-from netd.api.extender_pool import ExtenderPool, shared_pool
+from netd.api.extender_pool import ExtenderPool, Tables, shared_pool
 from netd.api.extender_worker import node_index, score_table
 from netd.api.problems import install_problem_handlers
 from netd.api.routes_scheduler import scheduler_router
 from netd.congestion.scheduling import NodeIndex, UnknownPolicy
+from netd.errors import NetdError
 from tests.api.conftest import serving
 from tests.api.test_extender import NAMES, cluster, pod
 
@@ -81,6 +84,26 @@ def test_closing_the_pool_stops_its_workers():
     assert len(pids) == pool.size and all(not _gone(pid, 0.0) for pid in pids)
     pool.close()
     assert all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.slow
+def test_a_table_rolled_out_after_close_starts_no_worker_and_logs_nothing(caplog, monkeypatch):
+    """At shutdown a big report's table may still be on its way to the workers when the pool closes:
+    the roll-out gives up quietly (it logged "Bad file descriptor") and never starts new workers."""
+    pool = ExtenderPool()
+    pool.start()
+    tables = Tables(pool, UnknownPolicy("lowest", neutral_score=5))
+    tables.wanted(None)  # a first view, so the big report below is rolled out by a thread
+    pool.close()
+    monkeypatch.setattr(Tables, "INLINE_PORTS", 0)  # every report is big: rolled out by a thread
+    big = cluster().report
+    with caplog.at_level(logging.WARNING, logger="netd.api.extender_pool"):
+        tables.wanted(big)
+        for t in [t for t in threading.enumerate() if t.name == "netd-extender-table"]:
+            t.join(10)
+    assert pool.pids() == [] and caplog.records == []
+    with pytest.raises(NetdError, match="stopped"):
+        pool.start()
 
 
 @pytest.mark.slow
