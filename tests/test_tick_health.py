@@ -76,4 +76,6 @@ def test_the_loop_counts_skipped_and_late_ticks(mlx5_host) -> None:
     # every tick overran its slot by 0.07 s or more: at least 2 slots of 0.05 s skipped after each
     assert st.health.skipped >= 2 * (st.ticks - 1)
     assert st.health.count == st.ticks  # every tick's duration is in the histogram
-    assert st.health.late == 0  # after a skip the loop realigns: the next tick is on its new slot
+    # after a skip the loop realigns: the next tick is on its new slot, not late (without the
+    # realignment every tick after the first is late; a loaded machine may wake the odd one > 5 ms late)
+    assert st.health.late <= (st.ticks - 1) // 2
