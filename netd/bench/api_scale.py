@@ -92,6 +92,7 @@ class BigListener:
         self.cmd += ["--scheduler", scheduler.model_dump_json()]
         self.proc: subprocess.Popen[str] | None = None
         self.base = ""
+        self.update_ms: list[float] = []  # the child's re-scores (CongestionScorer.update), once it stopped
 
     def report(self) -> CongestionReport | None:
         """The child's first report, built again here from the same seed (the child's view is in
@@ -127,7 +128,10 @@ class BigListener:
             if proc.stdin is not None:
                 proc.stdin.close()  # the child's signal to stop
             proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
+            last = proc.stdout.read() if proc.stdout is not None else ""
+            if last.strip():
+                self.update_ms = json.loads(last.strip().splitlines()[-1]).get("update_ms", [])
+        except (OSError, ValueError, subprocess.TimeoutExpired):
             proc.terminate()
             try:
                 proc.wait(timeout=10)

@@ -5,7 +5,9 @@ view served by netd's listener (:class:`~netd.api.server.Server`, the extender's
 `netd fabric` at each Prometheus refresh) by a thread beside the listener.
 
 Prints one JSON line, ``{"port": N}``, once it listens on a loopback port; stops when its standard
-input closes (the bench that started it exited or closed it) or on SIGTERM/SIGINT.
+input closes (the bench that started it exited or closed it) or on SIGTERM/SIGINT, and then prints
+a second, ``{"update_ms": [...]}``: the duration of each re-score's ``CongestionScorer.update``
+(not the first, which scored every port as new).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop.set()
         sock.close()
+    print(json.dumps({"update_ms": view.update_ms[1:]}), flush=True)
     return 0
 
 

@@ -27,6 +27,7 @@ class SyntheticCluster:
         self._rng = random.Random(seed)
         self._scorer = CongestionScorer()
         self.snap: ClusterSnapshot | None = None
+        self.update_ms: list[float] = []  # each refresh's CongestionScorer.update, ms (the first: all new)
         self._heap = SettledHeap()
         self.refresh()
 
@@ -64,7 +65,9 @@ class SyntheticCluster:
     def _refresh(self) -> None:
         inputs = self.inputs()
         now = time.time()
+        t0 = time.perf_counter()
         report = self._scorer.update(inputs, now)
+        self.update_ms.append(round((time.perf_counter() - t0) * 1000.0, 3))
         self.snap = ClusterSnapshot("fabric", now, True, None, report, "synthetic cluster for netd bench api")
 
     def current(self) -> ClusterSnapshot | None:
