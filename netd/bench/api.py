@@ -123,7 +123,7 @@ def bench_api(
                     names, full = extender_bodies(Path(tmp), scale_nodes)
                     with BigListener(scale_nodes, cfg.scheduler) as big:  # its own process
                         scale = extender_phases(big.base, names, full, seconds, big.report)
-                    # its re-scores of 5000 nodes x 8 ports while it answered (the scorer's update)
+                    # its re-scores of 5000 nodes x 8 ports while it answered (the scorer's update, CPU ms)
                     scale["rescore_40000_ports_ms"] = percentile(big.update_ms, 50)
                     gc.collect()  # the daemon's own listener alone, as under `netd run`
                     scale.update(listener_phases(base, port, seconds, ticks))

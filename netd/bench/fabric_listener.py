@@ -6,7 +6,7 @@ view served by netd's listener (:class:`~netd.api.server.Server`, the extender's
 
 Prints one JSON line, ``{"port": N}``, once it listens on a loopback port; stops when its standard
 input closes (the bench that started it exited or closed it) or on SIGTERM/SIGINT, and then prints
-a second, ``{"update_ms": [...]}``: the duration of each re-score's ``CongestionScorer.update``
+a second, ``{"update_ms": [...]}``: the CPU time of each re-score's ``CongestionScorer.update``
 (not the first, which scored every port as new).
 """
 
