@@ -25,11 +25,13 @@ with ``kube_pod_info``), cached per group for one refresh interval.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from netd.api.heap import SettledHeap
 from netd.api.service_view import ClusterSnapshot
@@ -83,18 +85,21 @@ def _fresh(info: list[Sample], now: float, stale_after_s: float) -> tuple[list[S
 _JOIN = "and on (job, instance, device, port)"
 
 
+_KEY_LABELS = ("job", "instance", "device", "port")
+_key_present = operator.itemgetter(*_KEY_LABELS)  # C: a few times faster than four .get() at 160,000 samples
+
+
 def _key(labels: Mapping[str, str]) -> Key:
-    return (
-        labels.get("job", ""),
-        labels.get("instance", ""),
-        labels.get("device", ""),
-        labels.get("port", ""),
-    )
+    try:
+        return cast(Key, _key_present(labels))
+    except KeyError:  # a label Prometheus dropped (empty): ""
+        return cast(Key, tuple(labels.get(name, "") for name in _KEY_LABELS))
 
 
 def _topology(info: list[Sample], now: float) -> Topology:
     ports: list[PortPlacement] = []
     tors: dict[str, set[str]] = {}
+    placed: set[tuple[str | None, str | None]] = set()  # (tor, spine) labels: a few per ToR
     warnings: list[str] = []
     for labels, _ in info:
         tor, spine = labels.get("tor") or None, labels.get("spine") or None
@@ -113,12 +118,15 @@ def _topology(info: list[Sample], now: float) -> Topology:
             placed_by="prometheus" if tor else "none",
         )
         ports.append(p)
+        placed.add((tor, spine))
+        if tor is None:
+            warnings.append(f"{p.host} {p.device}/{p.port}: no ToR label (its netd has no topology)")
+    for tor, spine in placed:
         for t in (tor or "").split("+"):
             if t:
                 tors.setdefault(t, set()).update(s for s in (spine or "").split("+") if s)
-        if tor is None:
-            warnings.append(f"{p.host} {p.device}/{p.port}: no ToR label (its netd has no topology)")
-    ports.sort(key=lambda p: (p.host, natural_key(p.device), p.port))
+    device_key = {d: natural_key(d) for d in {p.device for p in ports}}  # a few devices, 40,000 ports
+    ports.sort(key=lambda p: (p.host, device_key[p.device], p.port))
     spines = {s for ss in tors.values() for s in ss}
     return Topology(
         generated_at=now,
@@ -240,9 +248,10 @@ class FabricView:
         topology = _topology(info, now)
         inputs = []
         for labels, _ in info:
-            sig = by_port.get(_key(labels), {})
+            key = _key(labels)
+            sig = by_port.get(key, {})
             rail = labels.get("rail", "")
-            comps = Components(**{s: sig.get(s) for s in SIGNALS})
+            comps = Components(*map(sig.get, SIGNALS))  # SIGNALS are Components' first fields, in order
             inputs.append(
                 ScoreInput(
                     host=labels.get("host") or labels.get("instance", ""),
@@ -254,7 +263,7 @@ class FabricView:
                     tor=labels.get("tor") or None,
                     spine=labels.get("spine") or None,
                     rail=int(rail) if rail.isdigit() else None,
-                    storm_events=_key(labels) in storms,
+                    storm_events=key in storms,
                 )
             )
         report = self.scorer.update(inputs, now)
