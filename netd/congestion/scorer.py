@@ -108,8 +108,8 @@ class _Tracks:
 def _highest(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """Per value, the highest index of a threshold it reaches (``max(i for i, t in ... if v >= t)``)."""
     reached = np.where(values >= thresholds[:, None], np.arange(len(thresholds))[:, None], -1)
-    out = reached.max(axis=0, initial=-1)
-    if len(out) and out.min() < 0:  # as max() of nothing: a NaN score has no level
+    out = np.maximum.reduce(reached, axis=0, initial=-1)
+    if len(out) and np.minimum.reduce(out) < 0:  # as max() of nothing: a NaN score has no level
         raise ValueError(f"no level for score {values[out < 0][0]!r} (thresholds {thresholds.tolist()})")
     return out
 
@@ -387,7 +387,10 @@ class CongestionScorer:
         storm_below = np.where(hit, 0.0, state[_STORM_BELOW] + calm)
         cleared = calm & (storm_below >= lv.hold_ticks)
         storm_below[cleared] = 0
-        return np.stack((smoothed, new_level, below, since, (hit | storm) & ~cleared, storm_below))
+        out = np.empty_like(state)
+        out[_SMOOTHED], out[_LEVEL], out[_BELOW], out[_SINCE] = smoothed, new_level, below, since
+        out[_STORM], out[_STORM_BELOW] = (hit | storm) & ~cleared, storm_below
+        return out
 
     def _contributions(
         self, up: np.ndarray, used: np.ndarray, parts: np.ndarray
