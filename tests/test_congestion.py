@@ -184,3 +184,45 @@ def test_open_storm_findings_from_the_detectors_mark_the_port_stormed():
     assert [i.storm_events for i in host_inputs(obs, None, stormed_ports(None))] == [False, False]
     report = CongestionScorer().update(inputs, 1.0)
     assert [p.stormed for p in report.ports] == [False, True]
+
+
+def test_a_port_listed_twice_advances_as_if_one_input_at_a_time():
+    twice, once = CongestionScorer(levels=Levels(alpha=0.5)), CongestionScorer(levels=Levels(alpha=0.5))
+    twice.update([_inp("h", "d", 0.05)], 0)
+    once.update([_inp("h", "d", 0.05)], 0)
+    both = twice.update([_inp("h", "d", 0.0), _inp("h", "d", 0.02)], 1).ports
+    first = once.update([_inp("h", "d", 0.0)], 1).ports[0]
+    second = once.update([_inp("h", "d", 0.02)], 1).ports[0]
+    assert both == (first, second) and both[1].smoothed == pytest.approx(0.5 * second.score + 0.2)
+
+
+@pytest.mark.parametrize(
+    ("comps", "counted"),
+    [
+        (Components(ce_fraction=math.nan, rx_packets_per_s=10.0, pause_fraction=0.02), ["pause_fraction"]),
+        (Components(cnp_per_packet=math.nan, tx_packets_per_s=999.0), []),
+        (
+            Components(ce_fraction=None, cnp_per_packet=0.005, loss_per_packet=0),
+            ["cnp_per_packet", "loss_per_packet"],
+        ),
+    ],
+)
+def test_a_value_that_does_not_count_is_shown_but_not_scored(comps: Components, counted: list[str]) -> None:
+    s = CongestionScorer().update([ScoreInput("h", "d", 1, comps)], 0).ports[0]
+    score, parts = ScoreModel().port(comps)
+    assert list(s.contributions) == counted == list(parts) and s.score == score
+    assert list(s.signals) == ["ce_fraction", "cnp_per_packet", "pause_fraction", "loss_per_packet"]
+    assert all(s.signals[k] is getattr(comps, k) for k in s.signals)  # as given: None, NaN, 0
+
+
+def test_a_nan_that_counts_has_no_level():
+    with pytest.raises(ValueError):  # as before the vectorised scorer: no threshold reached
+        CongestionScorer().update([ScoreInput("h", "d", 1, Components(pause_fraction=math.nan))], 0)
+
+
+def test_a_ports_label_map_is_kept_while_its_labels_are_the_same():
+    scorer = CongestionScorer()
+    first = scorer.update([_inp("h", "d", 0.0, tor="t1")], 0).ports[0].labels
+    assert scorer.update([_inp("h", "d", 0.01, tor="t1")], 1).ports[0].labels is first
+    moved = scorer.update([_inp("h", "d", 0.0, tor="t2")], 2).ports[0].labels
+    assert moved["tor"] == "t2" and first["tor"] == "t1"

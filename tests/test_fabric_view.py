@@ -154,3 +154,19 @@ def test_names_and_literals():
     assert kube_label_name("scheduling.x-k8s.io/pod-group") == "label_scheduling_x_k8s_io_pod_group"
     assert promql_string('a"b\\c') == '"a\\"b\\\\c"'
     assert json.loads(promql_string("plain")) == "plain"
+
+
+def test_a_port_is_joined_on_its_labels_and_a_label_prometheus_dropped_is_empty():
+    from netd.cluster.view import _key
+
+    full = {"job": "netd", "instance": "a:9469", "device": "mlx5_0", "port": "1", "signal": "ce_fraction"}
+    assert _key(full) == ("netd", "a:9469", "mlx5_0", "1")
+    assert _key({"instance": "a:9469", "port": "1"}) == ("", "a:9469", "", "1")  # empty labels are absent
+
+
+def test_signals_are_the_first_fields_of_components_in_order():  # the view builds Components positionally
+    import dataclasses
+
+    from netd.congestion.score import SIGNALS, Components
+
+    assert tuple(f.name for f in dataclasses.fields(Components))[: len(SIGNALS)] == SIGNALS

@@ -5,7 +5,8 @@
   frames of :mod:`netd.bench.frames`;
 * :mod:`netd.bench.detect` — the detectors on labelled emulated traces;
 * :mod:`netd.bench.api` — the HTTP service under open-loop load from :mod:`netd.bench.load`
-  processes.
+  processes; its 5000-node listener is its own process (:mod:`netd.bench.fabric_listener`), both
+  serving a :mod:`netd.bench.synthetic` cluster view.
 
 `netd bench nccl` lives with the plugin it measures (:mod:`netd.nccl.bench`). Figures and how they
 were measured: docs/benchmarks.md.

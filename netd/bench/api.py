@@ -10,6 +10,11 @@ at the size a fabric service sees and their per-snapshot caches are invalidated 
 daemon ticks. Two load-generator processes (netd.bench.load) then send open-loop requests at
 ``--rate`` per second each: ``GET /v1/congestion?scope=port`` and ``POST /scheduler/prioritize``
 with a ``--nodes``-name payload. Tick durations are recorded first with no load, then under load.
+
+The scale phases (``--scale-nodes``, netd.bench.api_scale) then run against a second listener that
+stands for `netd fabric`: like it, its own process (netd.bench.fabric_listener), with a view of
+``--scale-nodes`` nodes x 8 ports re-scored every 10 s; it shares no interpreter lock with the
+ticking daemon above. Last, against the daemon's own listener: /metrics at full rate, idle connections.
 """
 
 from __future__ import annotations
@@ -17,82 +22,25 @@ from __future__ import annotations
 import gc
 import json
 import os
-import random
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
 from netd.api.app import create_app
-from netd.api.heap import SettledHeap
 from netd.api.routes_scheduler import warm_extender
 from netd.api.server import Server, bind, share_interpreter_lock
-from netd.api.service_view import ClusterSnapshot
 from netd.bench.api_scale import BigListener, extender_bodies, extender_phases, listener_phases
 from netd.bench.load_run import percentile, start_load, summarize
+from netd.bench.synthetic import SyntheticCluster
 from netd.commands.run import build_daemon
 from netd.config.settings import load_config
-from netd.congestion.score import Components
-from netd.congestion.scorer import CongestionScorer, ScoreInput
 from netd.errors import BenchError
 
 __all__ = ["SyntheticCluster", "bench_api", "register_bench"]
-
-
-class SyntheticCluster:
-    """A cluster view of ``nodes`` nodes x ``rails`` ports (ToRs of 8 nodes, two spines), re-scored by
-    the real scorer at every :meth:`refresh` with fresh random signals (10% of ports hot), the way
-    ``netd fabric`` re-scores at every Prometheus refresh."""
-
-    def __init__(self, nodes: int, rails: int = 8, seed: int = 1) -> None:
-        self.nodes, self.rails = nodes, rails
-        self._rng = random.Random(seed)
-        self._scorer = CongestionScorer()
-        self.snap: ClusterSnapshot | None = None
-        self._heap = SettledHeap()
-        self.refresh()
-
-    def refresh(self) -> None:
-        with self._heap.refresh() as settle:  # as netd fabric's view refresh (netd.api.heap)
-            self._refresh()
-            settle.ports = self.nodes * self.rails
-
-    def _refresh(self) -> None:
-        rng, inputs = self._rng, []
-        for n in range(self.nodes):
-            for r in range(self.rails):
-                hot = rng.random() < 0.1
-                comps = Components(
-                    ce_fraction=rng.uniform(0.01, 0.06) if hot else rng.uniform(0, 0.002),
-                    cnp_per_packet=rng.uniform(0, 0.003),
-                    pause_fraction=rng.uniform(0, 0.05),
-                    loss_per_packet=0.0,
-                )
-                inputs.append(
-                    ScoreInput(
-                        f"node-{n:03d}",
-                        f"mlx5_{r}",
-                        1,
-                        comps,
-                        netdev=f"ens{r}np0",
-                        tor=f"leaf-{n // 8}",
-                        spine="spine-a+spine-b",
-                        rail=r,
-                    )
-                )
-        now = time.time()
-        report = self._scorer.update(inputs, now)
-        self.snap = ClusterSnapshot("fabric", now, True, None, report, "synthetic cluster for netd bench api")
-
-    def current(self) -> ClusterSnapshot | None:
-        return self.snap
-
-    def peers(self, label: str, group: str) -> Mapping[str, int] | None:
-        return None
 
 
 def _thread_cpu_s(tid: int | None) -> float:
@@ -171,10 +119,12 @@ def bench_api(
                 server_cpu = _thread_cpu_s(server_tid) - cpu0
                 answered = result_c["answered"] + result_p["answered"]
                 scale: dict[str, Any] = {}
-                if scale_nodes:  # built only now: its 40,000 ports weigh on the GC and the lock
+                if scale_nodes:  # the 5000-node listener is its own process, as `netd fabric` is
                     names, full = extender_bodies(Path(tmp), scale_nodes)
-                    with BigListener(daemon.state, scale_nodes, cfg.scheduler) as big:
-                        scale = extender_phases(big.base, names, full, seconds, big.report())
+                    with BigListener(scale_nodes, cfg.scheduler) as big:  # its own process
+                        scale = extender_phases(big.base, names, full, seconds, big.report)
+                    # its re-scores of 5000 nodes x 8 ports while it answered (the scorer's update, CPU ms)
+                    scale["rescore_40000_ports_ms"] = percentile(big.update_ms, 50)
                     gc.collect()  # the daemon's own listener alone, as under `netd run`
                     scale.update(listener_phases(base, port, seconds, ticks))
             finally:

@@ -3,33 +3,34 @@ at full rate, /healthz while 25 MB requests arrive, and idle connections held ag
 
 Every phase sends its load from separate processes (netd.bench.load), so the clients do not share
 the server's interpreter lock. ``big`` is a listener whose cluster view has 5000 nodes (re-scored
-every ``refresh_s``, like `netd fabric`); ``main`` is the daemon's own listener (ticking).
+every ``refresh_s``, like `netd fabric`), in its own process (netd.bench.fabric_listener) as `netd
+fabric` is, so it shares no interpreter lock with the bench's ticking daemon and its 100-node view;
+``main`` is the daemon's own listener (ticking).
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
-from netd.api.app import create_app
 from netd.api.extender_wire import encode_filter, read_args
-from netd.api.routes_scheduler import warm_extender
-from netd.api.server import Server, bind
 from netd.bench.load_run import percentile, run_load, start_load
+from netd.bench.synthetic import SyntheticCluster
 from netd.config.service import SchedulerConfig
 from netd.congestion.scheduling import NodeIndex
 from netd.congestion.scorer import CongestionReport
-from netd.daemon.state import PublishedState
+from netd.errors import BenchError
 
 __all__ = ["BigListener", "extender_bodies", "extender_phases", "listener_phases"]
 
+READY_TIMEOUT_S = 300.0  # building and scoring 40,000 ports and warming two workers, on a busy machine
 POD = {"metadata": {"name": "bench-0", "namespace": "bench", "labels": {"app": "bench"}}}
 
 
@@ -76,47 +77,70 @@ def extender_bodies(tmp: Path, nodes: int) -> tuple[Path, Path]:
 
 
 class BigListener:
-    """A second listener (netd's Server) whose cluster view has ``nodes`` nodes x 8 ports, re-scored
-    every 10 s as `netd fabric` re-scores at each Prometheus refresh; alive inside ``with``."""
+    """The 5000-node listener that stands for `netd fabric`, in its own process as `netd fabric` is
+    (``python -m netd.bench.fabric_listener``): a view of ``nodes`` nodes x 8 ports re-scored every
+    ``refresh_s`` (10 s, as at each Prometheus refresh), served by netd's listener with the
+    extender's workers warm; alive inside ``with``. The child stops when its stdin closes; it is
+    terminated, then killed, if it does not, and on every path out of ``with``."""
 
     def __init__(
-        self, state: Callable[[], PublishedState | None], nodes: int, scheduler: SchedulerConfig
+        self, nodes: int, scheduler: SchedulerConfig, refresh_s: float = 10.0, seed: int = 1
     ) -> None:
-        from netd.bench.api import SyntheticCluster  # the module that runs us
-
-        self.view = SyntheticCluster(nodes)
-        self.app = app = create_app(state, lambda: None, 1.0, view=self.view, scheduler=scheduler)
-        self.sock = bind("127.0.0.1", 0)
-        self.base = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._rescore, daemon=True),
-            threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True),
-        ]
-
-    def _rescore(self) -> None:
-        while not self._stop.wait(10.0):
-            self.view.refresh()
+        self.nodes, self.seed = nodes, seed
+        self.cmd = [sys.executable, "-m", "netd.bench.fabric_listener", "--nodes", str(nodes)]
+        self.cmd += ["--seed", str(seed), "--refresh", str(refresh_s)]
+        self.cmd += ["--scheduler", scheduler.model_dump_json()]
+        self.proc: subprocess.Popen[str] | None = None
+        self.base = ""
+        self.update_ms: list[float] = []  # the child's re-scores (CongestionScorer.update), once it stopped
 
     def report(self) -> CongestionReport | None:
-        snap = self.view.current()
+        """The child's first report, built again here from the same seed (the child's view is in
+        another process): a view of the same size for the direct ``processing_ms`` call."""
+        snap = SyntheticCluster(self.nodes, seed=self.seed).current()
         return snap.congestion if snap is not None else None
 
     def __enter__(self) -> BigListener:
-        warm_extender(self.app)  # the extender's workers and table, ready before load (as `netd fabric`)
-        for t in self._threads:
-            t.start()
-        while not self.server.started:
-            time.sleep(0.01)
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert self.proc.stdout is not None
+            ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
+            line = self.proc.stdout.readline() if ready else ""
+            if not line:
+                raise BenchError(
+                    f"the 5000-node listener did not start within {READY_TIMEOUT_S:g} s "
+                    f"(exit status {self.proc.poll()})"
+                )
+            self.base = f"http://127.0.0.1:{json.loads(line)['port']}"
+        except BaseException:
+            self._stop()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.server.should_exit = True
-        for t in self._threads:
-            t.join(timeout=30)
-        self.sock.close()
+        self._stop()
+
+    def _stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the child's signal to stop
+            proc.wait(timeout=30)
+            last = proc.stdout.read() if proc.stdout is not None else ""
+            if last.strip():
+                self.update_ms = json.loads(last.strip().splitlines()[-1]).get("update_ms", [])
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        finally:
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 def _idle_survived(port: int, main: str, steps: tuple[int, ...]) -> int:
@@ -154,9 +178,11 @@ def _processing_ms(body: bytes, report: CongestionReport | None, repeat: int = 5
 
 
 def extender_phases(
-    big: str, names: Path, full: Path, seconds: float, report: CongestionReport | None
+    big: str, names: Path, full: Path, seconds: float, report: Callable[[], CongestionReport | None]
 ) -> dict[str, Any]:
-    """Against the 5000-node listener (its view re-scored every 10 s, as `netd fabric`'s)."""
+    """Against the 5000-node listener (its own process, its view re-scored every 10 s, as `netd
+    fabric`'s). ``report``: a report of the same view, built only after the load (for
+    ``processing_ms``), so the bench's own process holds no 40,000-port view while it measures."""
     names_run = run_load(f"{big}/scheduler/prioritize", 20.0, seconds, names)
     nodes_run = run_load(f"{big}/scheduler/filter", 1.0, max(seconds, 10.0), full, connections=2)
     # /healthz probed while 25 MB filter requests arrive and are parsed
@@ -164,7 +190,7 @@ def extender_phases(
     healthz = run_load(f"{big}/healthz", 50.0, seconds, None, connections=2)
     filters.communicate(timeout=seconds + 120)
     nodes = {k: nodes_run[k] for k in ("p50_ms", "p99_ms", "answered", "errors")}
-    nodes["processing_ms"] = _processing_ms(full.read_bytes(), report)
+    nodes["processing_ms"] = _processing_ms(full.read_bytes(), report())
     return {
         "extender_5000_names": {k: names_run[k] for k in ("p50_ms", "p99_ms", "answered", "errors")},
         "extender_5000_nodes": nodes,

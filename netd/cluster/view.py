@@ -25,11 +25,13 @@ with ``kube_pod_info``), cached per group for one refresh interval.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 from netd.api.heap import SettledHeap
 from netd.api.service_view import ClusterSnapshot
@@ -83,18 +85,23 @@ def _fresh(info: list[Sample], now: float, stale_after_s: float) -> tuple[list[S
 _JOIN = "and on (job, instance, device, port)"
 
 
+_KEY_LABELS = ("job", "instance", "device", "port")
+# C: a few times faster than four .get() at 160,000 samples
+_key_present: Callable[[Mapping[str, str]], Key] = operator.itemgetter(*_KEY_LABELS)
+
+
 def _key(labels: Mapping[str, str]) -> Key:
-    return (
-        labels.get("job", ""),
-        labels.get("instance", ""),
-        labels.get("device", ""),
-        labels.get("port", ""),
-    )
+    try:
+        return _key_present(labels)
+    except KeyError:  # a label Prometheus dropped (empty): ""
+        return cast(Key, tuple(labels.get(name, "") for name in _KEY_LABELS))
 
 
-def _topology(info: list[Sample], now: float) -> Topology:
+def _topology(info: list[Sample], now: float) -> tuple[Topology, list[PortPlacement]]:
+    """The topology, and each port's placement in the order of ``info``."""
     ports: list[PortPlacement] = []
     tors: dict[str, set[str]] = {}
+    placed: set[tuple[str | None, str | None]] = set()  # (tor, spine) labels: a few per ToR
     warnings: list[str] = []
     for labels, _ in info:
         tor, spine = labels.get("tor") or None, labels.get("spine") or None
@@ -113,12 +120,16 @@ def _topology(info: list[Sample], now: float) -> Topology:
             placed_by="prometheus" if tor else "none",
         )
         ports.append(p)
+        placed.add((tor, spine))
+        if tor is None:
+            warnings.append(f"{p.host} {p.device}/{p.port}: no ToR label (its netd has no topology)")
+    for tor, spine in placed:
         for t in (tor or "").split("+"):
             if t:
                 tors.setdefault(t, set()).update(s for s in (spine or "").split("+") if s)
-        if tor is None:
-            warnings.append(f"{p.host} {p.device}/{p.port}: no ToR label (its netd has no topology)")
-    ports.sort(key=lambda p: (p.host, natural_key(p.device), p.port))
+    placements = list(ports)
+    device_key = {d: natural_key(d) for d in {p.device for p in ports}}  # a few devices, 40,000 ports
+    ports.sort(key=lambda p: (p.host, device_key[p.device], p.port))
     spines = {s for ss in tors.values() for s in ss}
     return Topology(
         generated_at=now,
@@ -128,7 +139,7 @@ def _topology(info: list[Sample], now: float) -> Topology:
         spines={s: Switch(s, "spine") for s in sorted(spines)},
         sources=(SourceNote("prometheus", True, "netd_port_info", len(ports)),),
         warnings=tuple(warnings),
-    )
+    ), placements
 
 
 class FabricView:
@@ -234,27 +245,27 @@ class FabricView:
             )
         by_port: dict[Key, dict[str, float]] = {}
         for labels, value in signals:
-            if labels.get("signal") in SIGNALS:
-                by_port.setdefault(_key(labels), {})[labels["signal"]] = value
+            signal = labels.get("signal")
+            if signal in SIGNALS:
+                by_port.setdefault(_key(labels), {})[signal] = value
         storms = {_key(labels) for labels, value in stormed if value >= 1}
-        topology = _topology(info, now)
+        topology, placements = _topology(info, now)
         inputs = []
-        for labels, _ in info:
-            sig = by_port.get(_key(labels), {})
-            rail = labels.get("rail", "")
-            comps = Components(**{s: sig.get(s) for s in SIGNALS})
+        for (labels, _), p in zip(info, placements, strict=True):  # a placement has the labels read
+            key = _key(labels)
+            sig = by_port.get(key, {})
             inputs.append(
                 ScoreInput(
-                    host=labels.get("host") or labels.get("instance", ""),
-                    device=labels.get("device", ""),
-                    port=int(labels.get("port", "0") or 0),
-                    components=comps,
-                    up=labels.get("state", "ACTIVE") in ("ACTIVE", ""),
-                    netdev=labels.get("netdev") or None,
-                    tor=labels.get("tor") or None,
-                    spine=labels.get("spine") or None,
-                    rail=int(rail) if rail.isdigit() else None,
-                    storm_events=_key(labels) in storms,
+                    p.host,
+                    p.device,
+                    p.port,
+                    Components(*map(sig.get, SIGNALS)),  # SIGNALS are Components' first fields, in order
+                    p.state is None or p.state == "ACTIVE",  # a missing or empty state label: up
+                    p.netdev,
+                    p.tor,
+                    p.spine,
+                    p.rail,
+                    key in storms,
                 )
             )
         report = self.scorer.update(inputs, now)

@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 __all__ = ["SIGNALS", "Components", "Ramp", "ScoreModel", "aggregate"]
 
 SIGNALS = ("ce_fraction", "cnp_per_packet", "pause_fraction", "loss_per_packet")
@@ -101,21 +103,45 @@ class ScoreModel:
         """(score, contribution of each present signal: its weighted sub-score)."""
         if not up:
             return 1.0, {"link_down": 1.0}
-        keep = 1.0
-        contributions: dict[str, float] = {}
-        too_few = {
-            "ce_fraction": components.rx_packets_per_s,
-            "cnp_per_packet": components.tx_packets_per_s,
-        }
-        for name in SIGNALS:
-            value = getattr(components, name)
-            pps = too_few.get(name)
-            if value is None or (pps is not None and pps < self.min_packets_per_s):
-                continue
-            part = self.weights[name] * self.ramps[name](value)
-            contributions[name] = part
-            keep *= 1.0 - part
-        return 1.0 - keep, contributions
+        values = [getattr(components, name) for name in SIGNALS]
+        scores, parts, used = self.ports(
+            np.array([[v] for v in values], dtype=float),
+            np.array([[v is not None] for v in values]),
+            np.array([components.rx_packets_per_s], dtype=float),
+            np.array([components.tx_packets_per_s], dtype=float),
+        )
+        return float(scores[0]), {name: float(parts[j, 0]) for j, name in enumerate(SIGNALS) if used[j, 0]}
+
+    def ports(
+        self,
+        values: np.ndarray,
+        present: np.ndarray,
+        rx_packets_per_s: np.ndarray,
+        tx_packets_per_s: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`port` for many up ports at once (the formula's one implementation).
+
+        ``values``: one row per signal (``SIGNALS`` order), one column per port, NaN where absent;
+        ``present``: the same shape, False where the signal is absent (None); the packet rates: NaN
+        where not known. Returns (score per port, each signal's contribution, whether it counted):
+        the arithmetic is :meth:`port`'s, operation for operation, so the results are the same floats.
+        """
+        ramps = [self.ramps[name] for name in SIGNALS]
+        lo, span, weight = np.array(
+            [[[r.lo] for r in ramps], [[r.hi - r.lo] for r in ramps], [[self.weights[n]] for n in SIGNALS]],
+            dtype=float,
+        )
+        used = np.array(present, dtype=bool)
+        # below min_packets_per_s a per-packet ratio does not count; an unknown rate (NaN) does not exclude
+        used[SIGNALS.index("ce_fraction")] &= ~(rx_packets_per_s < self.min_packets_per_s)
+        used[SIGNALS.index("cnp_per_packet")] &= ~(tx_packets_per_s < self.min_packets_per_s)
+        sub = (values - lo) / span
+        sub = np.where(0.0 > sub, 0.0, sub)  # Ramp: min(max(sub, 0.0), 1.0), NaN kept
+        sub = np.where(1.0 < sub, 1.0, sub)
+        parts = weight * sub
+        # keep = 1.0, then keep *= 1.0 - part for each signal that counts, in SIGNALS order (x * 1.0 = x)
+        keep = np.cumprod(np.where(used, 1.0 - parts, 1.0), axis=0)[-1]
+        return 1.0 - keep, parts, used
 
 
 def aggregate(scores: Sequence[float]) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from fastapi import FastAPI
@@ -67,3 +68,21 @@ def test_extender_bodies_are_what_kube_scheduler_sends(tmp_path):
     nodes = ExtenderArgs.model_validate_json(full.read_bytes())  # the protocol's own models accept both
     assert by_name.candidates() == nodes.candidates() == [f"node-{n:03d}" for n in range(50)]
     assert 4_000 < full.stat().st_size / 50 < 8_000  # a v1.Node as kubelets report them: ~5-6 KB
+
+
+def test_the_fabric_listener_is_its_own_process_and_stops_with_the_bench():
+    import urllib.request
+
+    from netd.bench.api_scale import BigListener
+    from netd.config.service import SchedulerConfig
+
+    big = BigListener(20, SchedulerConfig(), refresh_s=0.2)
+    with big:
+        proc = big.proc
+        assert proc is not None and proc.poll() is None
+        assert urllib.request.urlopen(f"{big.base}/healthz", timeout=10).read() == b'{"status":"ok"}'
+        report = big.report()  # the child's view, rebuilt here from the same seed
+        assert report is not None and len(report.ports) == 160
+        time.sleep(0.6)  # a few re-scores
+    assert proc.returncode == 0 and big.proc is None  # stopped by closing its stdin
+    assert big.update_ms and all(ms > 0 for ms in big.update_ms)  # its re-scores, reported as it stopped

@@ -1,0 +1,75 @@
+"""The 5000-node listener of `netd bench api`, run as its own process the way `netd fabric` is
+(``python -m netd.bench.fabric_listener --nodes 5000``): a :class:`~netd.bench.synthetic.SyntheticCluster`
+view served by netd's listener (:class:`~netd.api.server.Server`, the extender's worker processes warm,
+``share_interpreter_lock`` as in `netd fabric`), re-scored every ``--refresh`` seconds (10, as
+`netd fabric` at each Prometheus refresh) by a thread beside the listener.
+
+Prints one JSON line, ``{"port": N}``, once it listens on a loopback port; stops when its standard
+input closes (the bench that started it exited or closed it) or on SIGTERM/SIGINT, and then prints
+a second, ``{"update_ms": [...]}``: the CPU time of each re-score's ``CongestionScorer.update``
+(not the first, which scored every port as new).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+import uvicorn
+
+from netd.api.app import create_app
+from netd.api.routes_scheduler import warm_extender
+from netd.api.server import Server, bind, share_interpreter_lock
+from netd.bench.synthetic import SyntheticCluster
+from netd.config.service import SchedulerConfig
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m netd.bench.fabric_listener", description=__doc__)
+    p.add_argument("--nodes", type=int, default=5000, help="nodes x 8 ports in the view (5000)")
+    p.add_argument("--seed", type=int, default=1, help="the synthetic cluster's random seed (1)")
+    p.add_argument("--refresh", type=float, default=10.0, help="seconds between re-scores (10; 0: never)")
+    p.add_argument("--scheduler", default="{}", help="the [scheduler] section as JSON (defaults)")
+    args = p.parse_args(argv)
+    view = SyntheticCluster(args.nodes, seed=args.seed)
+    scheduler = SchedulerConfig.model_validate(json.loads(args.scheduler))
+    app = create_app(lambda: None, lambda: None, 1.0, view=view, scheduler=scheduler)
+    sock = bind("127.0.0.1", 0)
+    server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
+    stop = threading.Event()
+
+    def rescore() -> None:
+        while args.refresh > 0 and not stop.wait(args.refresh):
+            view.refresh()
+
+    def announce_then_wait_for_eof() -> None:
+        while not server.started and not stop.is_set():
+            time.sleep(0.01)
+        print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
+        sys.stdin.read()  # until the bench closes our stdin (or dies)
+        server.should_exit = True
+
+    warm_extender(app)  # the extender's worker processes, warm before load (as `netd fabric`)
+    threads = [
+        threading.Thread(target=rescore, name="rescore", daemon=True),
+        threading.Thread(target=announce_then_wait_for_eof, name="stdin", daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        with share_interpreter_lock():  # the refresh thread re-scores beside the listener
+            server.run(sockets=[sock])  # returns on should_exit, SIGTERM or SIGINT
+    finally:
+        stop.set()
+        sock.close()
+    print(json.dumps({"update_ms": view.update_ms[1:]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
