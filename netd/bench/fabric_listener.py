@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.01)
         print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
         sys.stdin.read()  # until the bench closes our stdin (or dies)
-        server.should_exit = True
+        server.stop()
 
     warm_extender(app)  # the extender's worker processes, warm before load (as `netd fabric`)
     threads = [
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         t.start()
     try:
         with share_interpreter_lock():  # the refresh thread re-scores beside the listener
-            server.run(sockets=[sock])  # returns on should_exit, SIGTERM or SIGINT
+            server.run(sockets=[sock])  # returns on stop(), SIGTERM or SIGINT
     finally:
         stop.set()
         sock.close()
