@@ -83,6 +83,6 @@ def test_the_fabric_listener_is_its_own_process_and_stops_with_the_bench():
         assert urllib.request.urlopen(f"{big.base}/healthz", timeout=10).read() == b'{"status":"ok"}'
         report = big.report()  # the child's view, rebuilt here from the same seed
         assert report is not None and len(report.ports) == 160
-        time.sleep(0.6)  # a few re-scores
+        time.sleep(1.2)  # a few re-scores (one is enough; a loaded machine wakes the thread late)
     assert proc.returncode == 0 and big.proc is None  # stopped by closing its stdin
     assert big.update_ms and all(ms > 0 for ms in big.update_ms)  # its re-scores, reported as it stopped
