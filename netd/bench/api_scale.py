@@ -22,6 +22,7 @@ from typing import Any
 
 from netd.api.extender_wire import encode_filter, read_args
 from netd.bench.load_run import percentile, run_load, start_load
+from netd.bench.processes import terminate
 from netd.bench.synthetic import SyntheticCluster
 from netd.config.service import SchedulerConfig
 from netd.congestion.scheduling import NodeIndex
@@ -132,12 +133,7 @@ class BigListener:
             if last.strip():
                 self.update_ms = json.loads(last.strip().splitlines()[-1]).get("update_ms", [])
         except (OSError, ValueError, subprocess.TimeoutExpired):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            terminate(proc)
         finally:
             if proc.stdout is not None:
                 proc.stdout.close()

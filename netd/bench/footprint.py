@@ -29,6 +29,7 @@ import httpx
 
 from netd.bench.detect_eval import score
 from netd.bench.detect_replay import run_trace
+from netd.bench.processes import terminate
 from netd.bench.static_tree import StaticHost
 from netd.config.settings import Config
 from netd.emulated.traces import fault_trace
@@ -106,12 +107,7 @@ def _measure_daemon(root: Path, host: StaticHost, duration_s: float) -> dict[str
     finally:
         stop.set()
         thread.join(5)
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, grace_s=20)
 
     def window(name: str) -> float:  # the increase of a counter over the measured window
         return (_metric(text, name) or 0.0) - (_metric(before, name) or 0.0)
