@@ -19,37 +19,18 @@ from collections.abc import Iterable, Sequence
 import pytest
 
 from cc.model import DcqcnParams, HostSignals
-from cc.tune import SafetyBounds, Tuner, TunerPolicy, TwinResult
+from cc.tune import Tuner, TunerPolicy, TwinResult
 from cc.tune.guard import admissible, read, utilization_waived
 from cc.tune.tuner import LOAD_BUCKETS
+from tests.cc.test_tuner_guard import ECN_ONLY
+from tests.cc.test_tuner_guard import signals as guard_signals
 
-PACKET = 4096
 DEFAULTS = DcqcnParams()
-ECN_ONLY = SafetyBounds(
-    frozen=(
-        "rp_time_reset",
-        "rp_ai_rate",
-        "rp_hai_rate",
-        "rp_dce_tcp_g",
-        "np_min_time_between_cnps",
-        "rp_min_rate",
-        "pmax",
-    )
-)
 
 
 def signals(density: float, utilization: float = 0.2, interval_s: float = 0.002) -> HostSignals:
-    """One 2 ms interval at 200G in which ``density`` of the packets sent drew a CNP."""
-    per_s = utilization * 200e9 / 8 / PACKET
-    return HostSignals(
-        interval_s=interval_s,
-        link_gbps=200.0,
-        utilization=utilization,
-        ce_fraction=0.01,
-        cnp_sent_per_s=5e3,
-        cnp_handled_per_s=density * per_s,
-        pause_fraction=0.0,
-    )
+    """One 2 ms interval at 200G in which ``density`` of the packets sent drew a CNP (1 % marked)."""
+    return guard_signals(density, utilization, interval_s, ce_fraction=0.01)
 
 
 BURSTS = signals(0.003)  # the benchmark's incasts at the defaults: 0.27-0.35 %

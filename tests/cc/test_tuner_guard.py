@@ -21,14 +21,16 @@ from tests.cc.test_tuner import synthetic
 PACKET = 4096
 
 
-def signals(density: float, utilization: float = 0.3, interval_s: float = 0.002) -> HostSignals:
+def signals(
+    density: float, utilization: float = 0.3, interval_s: float = 0.002, ce_fraction: float = 0.05
+) -> HostSignals:
     """One interval at 200G in which ``density`` of the packets sent drew a CNP (marks on, no pause)."""
     per_s = utilization * 200e9 / 8 / PACKET
     return HostSignals(
         interval_s=interval_s,
         link_gbps=200.0,
         utilization=utilization,
-        ce_fraction=0.05,
+        ce_fraction=ce_fraction,
         cnp_sent_per_s=5e3,
         cnp_handled_per_s=density * per_s,
         pause_fraction=0.0,
