@@ -26,6 +26,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
 from tests.bpf_netns import VethPair
+from tests.processes import Child, wait_ready
 
 pytestmark = [
     pytest.mark.root,
@@ -62,35 +63,24 @@ class Daemon:
             "NETD_BPF_FLOW_SCAN_INTERVAL": "0.5",
             "NETD_BPF_TCP_RETRANSMITS": "false",  # the packet probes are this test's subject
         }
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "netd", "run", "--listen", self.listen, "--interval", "0.5"],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        self.proc = Child(
+            [sys.executable, "-m", "netd", "run", "--listen", self.listen, "--interval", "0.5"], env=self.env
         )
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"netd run exited early: {self.proc.communicate()[1]}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop(signal.SIGKILL)
-        raise AssertionError("netd run did not become ready")
+        try:
+            wait_ready(self.url, self.proc, timeout_s=90)
+        except AssertionError:
+            self.stop(signal.SIGKILL)
+            raise
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            _, err = self.proc.communicate(timeout=30)
+            self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
-        return self.proc.returncode, err
+            self.proc.wait()
+        return self.proc.returncode, self.proc.stderr_text()
 
     def flows(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

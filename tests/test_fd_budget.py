@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from netd.bench.static_tree import StaticHost
-from tests.processes import stop
+from tests.processes import Child, stop
 
 LIMIT = 256
 BUDGET = 64
@@ -79,20 +79,15 @@ def test_64_ports_are_read_within_the_budget_under_ulimit_256(big_host: Path) ->
 def test_netd_run_serves_64_ports_under_ulimit_256(big_host: Path, free_port: int, tmp_path: Path) -> None:
     env = {**os.environ, "NETD_TOPOLOGY_ENABLED": "false"}
     cmd = [sys.executable, "-m", "netd", "run", "--sysfs-root", str(big_host)]
-    proc = subprocess.Popen(
-        [*cmd, "--listen", f"127.0.0.1:{free_port}", "--interval", "1"],
-        preexec_fn=_limited(LIMIT),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = Child(
+        [*cmd, "--listen", f"127.0.0.1:{free_port}", "--interval", "1"], preexec_fn=_limited(LIMIT), env=env
     )
     url = f"http://127.0.0.1:{free_port}"
     try:
         body = ""
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and "netd_ticks_total 3.0" not in body:
-            assert proc.poll() is None, proc.communicate()[1]
+            assert proc.poll() is None, proc.stderr_text()
             try:
                 body = httpx.get(url + "/metrics", timeout=5).text
             except httpx.HTTPError:

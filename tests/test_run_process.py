@@ -12,45 +12,25 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import stop
+from tests.processes import Child, stop, wait_ready
 
 pytestmark = pytest.mark.slow  # runs `netd run` as a process
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[str], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"netd run exited early: {proc.communicate()[1]}")
-        try:
-            if httpx.get(url + "/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("netd run did not become ready")
 
 
 @pytest.fixture
 def daemon(tmp_path: Path, free_port: int):
     env = {**os.environ, "NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu"), "NETD_SYSFS_ROOT": str(tmp_path)}
-    proc = subprocess.Popen(
+    proc = Child(
         [sys.executable, "-m", "netd", "run", "--listen", f"127.0.0.1:{free_port}", "--interval", "0.5"],
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,  # its own process group, as systemd gives a service
     )
     url = f"http://127.0.0.1:{free_port}"
     try:
-        _wait_ready(url, proc)
+        wait_ready(url, proc)
         yield proc, url, env
     finally:
         stop(proc, timeout=15)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
 
 
 def test_emulated_fabric_end_to_end(daemon, free_port):
@@ -77,7 +57,8 @@ def test_emulated_fabric_end_to_end(daemon, free_port):
     assert len(emulator) == 1  # the fabric runs in its own process (netd.emulated.child)
 
     os.killpg(proc.pid, signal.SIGTERM)  # as systemd stops a service: the whole group at once
-    out, err = proc.communicate(timeout=15)
+    proc.wait(timeout=15)
+    err = proc.stderr_text()
     assert proc.returncode == 0, err
     assert "EMULATED FABRIC" in err  # the banner says so
     assert "Traceback" not in err and "emulated fabric:" not in err  # the child waited for the daemon

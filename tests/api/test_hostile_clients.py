@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from netd.api.connections import ConnectionLimits, accept_overshoot
+from tests.processes import Child, stop
 
 pytestmark = pytest.mark.slow  # real processes, hundreds of sockets, deadlines of a second
 
@@ -26,7 +27,7 @@ MiB = 1 << 20
 
 
 @contextlib.contextmanager
-def listener(port: int, max_conn: int = 64, head_s: float = 1.0, body_s: float = 2.0) -> Iterator[int]:
+def listener(port: int, max_conn: int = 64, head_s: float = 1.0, body_s: float = 2.0) -> Iterator[Child]:
     cmd = [
         sys.executable,
         "-m",
@@ -36,17 +37,18 @@ def listener(port: int, max_conn: int = 64, head_s: float = 1.0, body_s: float =
         str(head_s),
         str(body_s),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = Child(cmd)
     try:
         deadline = time.monotonic() + 60
         while healthz(port) != 200:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"listener did not start: {proc.communicate()[1]}")
+                raise AssertionError(f"listener did not start: {proc.stderr_text()}")
             time.sleep(0.05)
-        yield proc.pid
+        yield proc
     finally:
-        proc.terminate()
-        proc.communicate(timeout=20)
+        stop(proc)
+    # hostile clients are the clients' problem: nothing they do is logged as a traceback
+    assert "Traceback" not in proc.stderr_text(), proc.stderr_text()
 
 
 def fds(pid: int) -> int:
@@ -115,7 +117,8 @@ def post_head(path: str, length: int, token: str | None = None, extra: str = "")
 
 
 def test_silent_clients_are_evicted_and_timed_out_so_healthz_answers(free_port):
-    with listener(free_port, max_conn=64, head_s=1.0) as pid:
+    with listener(free_port, max_conn=64, head_s=1.0) as server:
+        pid = server.pid
         base = fds(pid)
         silent = [socket.create_connection(("127.0.0.1", free_port)) for _ in range(600)]
         try:
@@ -138,7 +141,8 @@ def test_silent_clients_are_evicted_and_timed_out_so_healthz_answers(free_port):
 
 
 def test_trickled_head_and_body_are_cut_at_their_deadlines(free_port):
-    with listener(free_port, head_s=1.0, body_s=1.0) as pid:
+    with listener(free_port, head_s=1.0, body_s=1.0) as server:
+        pid = server.pid
         base = fds(pid)
         head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100
         body_client = socket.create_connection(("127.0.0.1", free_port))
@@ -162,7 +166,8 @@ def test_trickled_head_and_body_are_cut_at_their_deadlines(free_port):
 
 def test_two_thousand_connections_are_answered_within_the_descriptor_bound(free_port):
     limits = ConnectionLimits(max_connections=200)
-    with listener(free_port, max_conn=200, head_s=2.0) as pid:
+    with listener(free_port, max_conn=200, head_s=2.0) as server:
+        pid = server.pid
         base = fds(pid)
         conns: list[socket.socket] = []
         peak, statuses = 0, {}
@@ -196,7 +201,8 @@ def test_the_kernel_queue_is_the_backlog_while_asyncio_accepts_in_small_batches(
 
 
 def test_busy_connections_past_the_limit_get_503_with_retry_after(free_port):
-    with listener(free_port, max_conn=16, body_s=10.0) as pid:
+    with listener(free_port, max_conn=16, body_s=10.0) as server:
+        pid = server.pid
         base = fds(pid)
         busy = []  # each has sent a head and is sending its body: a request in progress, not idle
         for _ in range(16):
@@ -220,7 +226,8 @@ def test_busy_connections_past_the_limit_get_503_with_retry_after(free_port):
 
 
 def test_25mb_bodies_are_refused_before_they_are_read(free_port):
-    with listener(free_port) as pid:
+    with listener(free_port) as server:
+        pid = server.pid
         rss0 = rss_mb(pid)
         chunk = b"x" * 65536
         for token, expected in ((None, 401), ("wrong", 401), (TOKEN, 413)):

@@ -4,9 +4,7 @@ problem+json errors, auth on a mutating route, and the non-loopback warning."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 
@@ -20,6 +18,7 @@ from netd.api.exposure import exposure_warning, is_loopback
 from netd.commands.run import build_daemon
 from netd.config.settings import load_config
 from tests.api.conftest import serving, write_host_topology
+from tests.processes import Child, stop, wait_ready
 
 pytestmark = pytest.mark.slow  # serves over real sockets
 
@@ -206,33 +205,15 @@ def test_run_on_a_wildcard_address_warns(tmp_path, free_port):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETD_")}
     env["NETD_EMULATOR_STATE_DIR"] = str(tmp_path / "emu")
     env["NETD_NCCL_SOCKET"] = str(tmp_path / "nccl.sock")  # not the machine-wide default
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "netd",
-            "run",
-            "--listen",
-            f"0.0.0.0:{free_port}",
-            "--sysfs-root",
-            str(tmp_path),
-        ],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
+    listen = f"0.0.0.0:{free_port}"
+    proc = Child(
+        [sys.executable, "-m", "netd", "run", "--listen", listen, "--sysfs-root", str(tmp_path)], env=env
     )
-    try:
-        deadline = time.monotonic() + 120  # netd's start is slow on a busy 2-core box (eBPF compiles)
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if httpx.get(f"http://127.0.0.1:{free_port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    try:  # netd's start is slow on a busy 2-core box (eBPF compiles)
+        wait_ready(f"http://127.0.0.1:{free_port}", proc, timeout_s=120, path="/healthz")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
+        stop(proc)
+    err = proc.stderr_text()
     assert proc.returncode == 0, err
     assert "WARNING: listening on 0.0.0.0" in err and "no API token is configured" in err
     assert "Topology: http://0.0.0.0" in err

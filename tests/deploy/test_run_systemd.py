@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.processes import Child
 
 pytestmark = pytest.mark.slow  # runs `netd run` as a process
 
@@ -68,13 +69,7 @@ def test_ready_watchdog_reload_and_stop(tmp_path: Path):
         "NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu"),
         "NETD_SYSFS_ROOT": str(tmp_path),
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "netd", "run", "--config", str(conf)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = Child([sys.executable, "-m", "netd", "run", "--config", str(conf)], env=env)
     try:
         systemd.wait_for("READY=1")
         # READY means serving: the listener answers at once, with a tick already published
@@ -104,7 +99,8 @@ def test_ready_watchdog_reload_and_stop(tmp_path: Path):
 
         proc.send_signal(signal.SIGTERM)
         systemd.wait_for("STOPPING=1")
-        _, err = proc.communicate(timeout=30)
+        proc.wait(timeout=30)
+        err = proc.stderr_text()
         assert proc.returncode == 0, err
         assert "keeping the running configuration" in err
         assert "configuration reloaded (SIGHUP)" in err
@@ -112,7 +108,5 @@ def test_ready_watchdog_reload_and_stop(tmp_path: Path):
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
-        if proc.stderr is not None:
-            proc.stderr.close()
+            proc.wait()
         systemd.close()

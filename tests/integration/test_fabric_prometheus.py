@@ -7,9 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -24,6 +22,7 @@ from netd.cluster.view import FabricView
 from netd.config.service import ClusterConfig
 from netd.congestion.scorer import CongestionScorer
 from tests.integration.netns import wait_for
+from tests.processes import Child, stop
 
 pytestmark = pytest.mark.slow  # starts Prometheus and netd processes
 
@@ -43,25 +42,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _stop(proc: subprocess.Popen[str]) -> str:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate(timeout=10)
-    return err or ""
+def _stop(proc: Child) -> str:
+    """Stop ``proc``; what it wrote to stderr."""
+    stop(proc)
+    return proc.stderr_text()
 
 
-def _netd(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "netd", *args],
-        env=env,
-        text=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+def _netd(args: list[str], env: dict[str, str]) -> Child:
+    return Child([sys.executable, "-m", "netd", *args], env=env)
 
 
 class _Ksm(BaseHTTPRequestHandler):
@@ -84,7 +72,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("fabric")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETD_")}
     ports = [_free_port() for _ in range(3)]
-    procs: list[subprocess.Popen[str]] = []
+    procs: list[Child] = []
     ksm = ThreadingHTTPServer(("127.0.0.1", 0), _Ksm)
     threading.Thread(target=ksm.serve_forever, daemon=True).start()
     try:
@@ -106,17 +94,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             f"    static_configs: [{{targets: ['127.0.0.1:{ksm.server_address[1]}']}}]\n"
         )
         procs.append(
-            subprocess.Popen(
+            Child(
                 [
                     "prometheus",
                     f"--config.file={config}",
                     f"--storage.tsdb.path={tmp / 'tsdb'}",
                     f"--web.listen-address=127.0.0.1:{ports[2]}",
                     "--log.level=warn",
-                ],
-                text=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                ]
             )
         )
         url = f"http://127.0.0.1:{ports[2]}"
@@ -204,7 +189,7 @@ def test_netd_fabric_serves_the_cluster_view(cluster: str, tmp_path: Path):
     assert "the cluster view from" in err
 
 
-def _ready(base: str, proc: subprocess.Popen[str] | None = None) -> bool:
+def _ready(base: str, proc: Child | None = None) -> bool:
     if proc is not None and proc.poll() is not None:
         raise AssertionError(f"netd exited with {proc.returncode}: {_stop(proc)}")
     try:

@@ -11,7 +11,6 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -35,6 +34,7 @@ from netd.lab.state import LabState, lab_dir
 from netd.lab.status import lab_status
 from netd.lab.summary import summarize
 from tests.lab.marks import LAB
+from tests.processes import Child, stop
 
 pytestmark = [*LAB]
 
@@ -211,7 +211,7 @@ def netd_on_lab(lab: tuple[Path, LabState], tmp_path: Path) -> Iterator[dict[str
         pytest.skip("needs Debian's prometheus package")
     root, state = lab
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETD_")}
-    procs: list[subprocess.Popen[str]] = []
+    procs: list[Child] = []
     urls: dict[str, str] = {}
     try:
         for h in range(state.hosts):
@@ -241,17 +241,14 @@ def netd_on_lab(lab: tuple[Path, LabState], tmp_path: Path) -> Iterator[dict[str
             f"scrape_configs:\n  - job_name: netd\n    static_configs: [{{targets: [{targets}]}}]\n"
         )
         procs.append(
-            subprocess.Popen(
+            Child(
                 [
                     "prometheus",
                     f"--config.file={tmp_path / 'prometheus.yml'}",
                     f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                     f"--web.listen-address=127.0.0.1:{prom}",
                     "--log.level=warn",
-                ],
-                text=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
+                ]
             )
         )
         urls["prometheus"] = f"http://127.0.0.1:{prom}"
@@ -289,21 +286,11 @@ def netd_on_lab(lab: tuple[Path, LabState], tmp_path: Path) -> Iterator[dict[str
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for p in procs:
-            try:
-                p.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate(timeout=10)
+            stop(p)
 
 
-def _netd(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "netd", *args],
-        env=env,
-        text=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+def _netd(args: list[str], env: dict[str, str]) -> Child:
+    return Child([sys.executable, "-m", "netd", *args], env=env)
 
 
 def _in_background(

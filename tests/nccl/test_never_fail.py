@@ -28,6 +28,7 @@ from tests.nccl.conftest import TOKEN
 from tests.nccl.hosts import HostDaemon
 from tests.nccl.plugin_harness import NCCL_INVALID_USAGE, NCCL_SUCCESS, ROOT, default_decisions
 from tests.nccl.test_consistency import NODES, RANKS, _agree, _daemons, _rank, _results, _wait_for_pin
+from tests.processes import Child
 
 pytestmark = pytest.mark.slow  # runs daemons, a pin service and plugin processes
 
@@ -95,20 +96,20 @@ def test_single_node_communicator_spanning_hosts_is_neutral_everywhere_quickly(s
     assert all("ranks asked in time" in r["logs"][-1][2] for r in results)
 
 
-def _run_child(code: str, *args: str, pythonpath: Path = ROOT) -> subprocess.Popen[str]:
+def _run_child(code: str, *args: str, pythonpath: Path = ROOT) -> Child:
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
-    proc = subprocess.Popen(
+    proc = Child(
         [sys.executable, "-c", code, *args],
         cwd=pythonpath,
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line.strip() == "ready", proc.communicate(timeout=10)[1][-2000:]
+    if line.strip() != "ready":
+        proc.communicate(timeout=10)
+        raise AssertionError(proc.stderr_text(2000))
     return proc
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from netd.nccl.table import unpack_table
 from tests.nccl.plugin_harness import NCCL_SUCCESS, Plugin, build_plugin
-from tests.processes import stop
+from tests.processes import Child, stop
 
 pytestmark = pytest.mark.slow  # runs `netd run` with its NCCL socket
 
@@ -40,17 +40,12 @@ def daemon(tmp_path_factory: pytest.TempPathFactory):
         NETD_NCCL_PIN_SERVICE=url,
         NETD_NCCL_PIN_WINDOW="10",
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "netd", "run", "--listen", f"127.0.0.1:{port}", "--interval", "0.5"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = ["run", "--listen", f"127.0.0.1:{port}", "--interval", "0.5"]
+    proc = Child([sys.executable, "-m", "netd", *argv], env=env)
     try:
         deadline = time.monotonic() + 60
         while True:
-            assert proc.poll() is None, proc.communicate()[1]
+            assert proc.poll() is None, proc.stderr_text()
             try:
                 if httpx.get(url + "/readyz", timeout=1).status_code == 200 and (tmp / "nccl.sock").exists():
                     break
@@ -163,7 +158,8 @@ def test_table_export_without_a_file_is_a_usage_error(daemon):
 def test_banner_names_the_socket_and_shutdown_removes_it(daemon):
     proc = daemon["proc"]
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=20)
+    proc.wait(timeout=20)
+    stderr = proc.stderr_text()
     assert proc.returncode == 0
     assert f"NCCL tuner: NCCL_TUNER_PLUGIN=netd NETD_TUNER_SOCKET={daemon['socket']}" in stderr
     assert not daemon["socket"].exists()

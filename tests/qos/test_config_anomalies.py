@@ -22,8 +22,7 @@ from netd.commands.run import build_daemon
 from netd.config.settings import load_config
 from netd.emulated.fabric_host import EmulatedFabric
 from netd.qos.wiring import start_qos
-from tests.processes import stop
-from tests.test_run_process import _wait_ready
+from tests.processes import Child, stop, wait_ready
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "lldp"
 NETDEV = "ens1f0np0"
@@ -118,15 +117,9 @@ def test_contradictions_open_findings_and_their_fixes_close_them(host3: Path) ->
 def test_netd_anomalies_lists_them_from_a_running_daemon(host3: Path, free_port: int) -> None:
     env = {**os.environ, "NETD_CONFIG": "/dev/null", "NETD_SYSFS_ROOT": str(host3)}
     listen = f"127.0.0.1:{free_port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "netd", "run", "--listen", listen, "--interval", "0.5"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = Child([sys.executable, "-m", "netd", "run", "--listen", listen, "--interval", "0.5"], env=env)
     try:
-        _wait_ready(f"http://{listen}", proc)
+        wait_ready(f"http://{listen}", proc)
         deadline_ticks = 40
         out = ""
         for _ in range(deadline_ticks):  # the first tick runs before the reader is wired: wait for one more

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_run_process import _wait_ready  # the same readiness poll as the core's run test
+from tests.processes import Child, stop, wait_ready
 
 pytestmark = pytest.mark.slow  # runs `netd run` as a process
 
@@ -25,16 +24,10 @@ def test_emulated_fabric_serves_qos_and_the_audit(tmp_path: Path, free_port: int
         "NETD_SYSFS_ROOT": str(tmp_path),
     }
     listen = f"127.0.0.1:{free_port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "netd", "run", "--listen", listen],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = Child([sys.executable, "-m", "netd", "run", "--listen", listen], env=env)
     url = f"http://{listen}"
     try:
-        _wait_ready(url, proc)
+        wait_ready(url, proc)
         host = httpx.get(url + "/v1/qos", timeout=10).json()
         audit = httpx.get(url + "/v1/qos/fabric", timeout=30).json()
         metrics = httpx.get(url + "/metrics", timeout=10).text
@@ -46,12 +39,8 @@ def test_emulated_fabric_serves_qos_and_the_audit(tmp_path: Path, free_port: int
             timeout=60,
         )
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, stderr = proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, stderr = proc.communicate()
+        stop(proc)
+    stderr = proc.stderr_text()
     assert host["host"] == "emu-host0" and len(host["ports"]) == 2
     assert host["ports"][0]["settings"]["pfc"] == "3" and host["local_findings"] == []
     assert audit["hosts"] == 8 and audit["ports"] == 16

@@ -8,14 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.processes import stop
+from tests.processes import Child, stop, wait_ready
 
 pytestmark = pytest.mark.slow  # real `netd run` and `netd tune` processes
 
@@ -43,25 +41,9 @@ def _env(tmp_path: Path, port: int, **extra: str) -> dict[str, str]:
 def daemon(tmp_path: Path, free_port: int, request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     """A real `netd run` on a random port (emulated fabric); its environment, for the commands."""
     env = _env(tmp_path, free_port, **getattr(request, "param", {}))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "netd", "run", "--interval", "0.5"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = Child([sys.executable, "-m", "netd", "run", "--interval", "0.5"], env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "netd run did not become ready"
-            try:
-                if httpx.get(f"http://127.0.0.1:{free_port}/readyz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        wait_ready(f"http://127.0.0.1:{free_port}", proc)
         yield env
     finally:
         stop(proc)
