@@ -1,10 +1,12 @@
 """Full-Node filters through the workers, small (bytes over the socket pair) and big (a memfd the worker
 maps): the passing v1.Node objects come back byte for byte as sent, removed ones anywhere in the list
 (first, adjacent, last), and no memfd or mapping of a body outlives its request — answered, refused by
-dead workers, or abandoned by the client half-way through the body."""
+dead workers, or abandoned by the client half-way through the body — except the few memfds kept, unmapped,
+for the next bodies (BodyFiles: reused, sized to each body, released when idle)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -17,7 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from netd.api.extender_body import SHARED_MIN
+from netd.api.extender_body import BODY_FILES, SHARED_MIN, BodyFiles
 from netd.api.extender_pool import ExtenderPool
 from netd.api.problems import install_problem_handlers
 from netd.api.routes_scheduler import scheduler_router
@@ -92,10 +94,13 @@ def _held_memfds(pid: int | str = "self") -> tuple[int, int]:
 
 
 def _until_released(pids: list[int], within_s: float = 10.0) -> list[tuple[int, int]]:
+    """What this process (less the memfds kept for the next bodies) and ``pids`` hold, once nothing
+    (or ``within_s`` passed)."""
     deadline = time.monotonic() + within_s
     while True:
         gc.collect()
-        held = [_held_memfds(p) for p in ["self", *pids]]  # type: ignore[list-item]
+        fds, maps = _held_memfds("self")
+        held = [(fds - BODY_FILES.idle(), maps), *(_held_memfds(p) for p in pids)]
         if all(h == (0, 0) for h in held) or time.monotonic() > deadline:
             return held
         time.sleep(0.05)
@@ -126,6 +131,40 @@ def test_no_body_memfd_outlives_its_request(free_port):
                 )
             assert httpx.post(base + "/scheduler/filter", content=body, headers=headers).status_code == 200
             assert _until_released(pool.pids()) == [(0, 0)] * (1 + pool.size)
+            assert 1 <= BODY_FILES.idle() <= BODY_FILES.keep  # kept for the next body, not mapped
     finally:
         pool.close()
         dead.close()
+
+
+def _contents(fd: int) -> bytes:
+    return os.pread(fd, os.fstat(fd).st_size + 1, 0)
+
+
+def test_body_files_are_reused_sized_to_each_body_and_released_when_idle():
+    async def scenario() -> None:
+        files = BodyFiles(keep=2, idle_s=0.2)
+        first = files.take(1000)
+        os.write(first, b"a" * 1000)
+        files.give(first)
+        again = files.take(10)  # the same file, cut to the new body: a worker maps all of it
+        assert again == first and os.lseek(again, 0, os.SEEK_CUR) == 0
+        os.write(again, b"b" * 10)
+        assert _contents(again) == b"b" * 10
+        others = [files.take(5) for _ in range(2)]
+        for fd in (again, *others):
+            files.give(fd)
+        assert files.idle() == 2  # the third was closed
+        closed = [fd for fd in (again, *others) if not _is_open(fd)]
+        assert len(closed) == 1
+        await asyncio.sleep(0.5)
+        assert files.idle() == 0 and not any(_is_open(fd) for fd in (again, *others))
+
+    asyncio.run(scenario())
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        return MEMFD in os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
