@@ -21,10 +21,10 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def start_load(
-    url: str, rate: float, seconds: float, body: Path | None, connections: int = 8
+    url: str, rate: float, seconds: float, body: Path | None, connections: int = 8, warmup: int = 0
 ) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "netd.bench.load", url, "--rate", str(rate), "--seconds", str(seconds)]
-    cmd += ["--connections", str(connections)]
+    cmd += ["--connections", str(connections), "--warmup", str(warmup)]
     if body is not None:
         cmd += ["--body", str(body)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -43,10 +43,11 @@ def summarize(proc: subprocess.Popen[str], seconds: float) -> dict[str, Any]:
         "max_ms": percentile(lat, 100),
         "errors": doc["errors"],
         "answered": len(lat),
+        "warmup_max_ms": percentile(doc["warmup_ms"], 100),  # None without a warm-up
     }
 
 
 def run_load(
-    url: str, rate: float, seconds: float, body: Path | None, connections: int = 8
+    url: str, rate: float, seconds: float, body: Path | None, connections: int = 8, warmup: int = 0
 ) -> dict[str, Any]:
-    return summarize(start_load(url, rate, seconds, body, connections), seconds)
+    return summarize(start_load(url, rate, seconds, body, connections, warmup), seconds)

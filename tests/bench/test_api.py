@@ -59,6 +59,58 @@ def test_load_generator_measures_every_request(free_port, tmp_path):
     assert all(v > 0 for v in doc["latencies_ms"]) and doc["elapsed_s"] >= 0.98
 
 
+def test_load_generator_waits_for_the_whole_answer_and_reports_the_warmup_apart(free_port):
+    import asyncio
+
+    from fastapi.responses import StreamingResponse
+
+    app = FastAPI()
+    served = []
+    size = 3 << 20
+
+    @app.get("/big")
+    async def big() -> StreamingResponse:
+        served.append(1)
+
+        async def pieces():  # the last byte 0.2 s after the first
+            yield b"x" * (size - 1)
+            await asyncio.sleep(0.2)
+            yield b"y"
+
+        return StreamingResponse(pieces(), headers={"content-length": str(size)})
+
+    with serving(app, free_port) as base:
+        cmd = [sys.executable, "-m", "netd.bench.load", f"{base}/big", "--rate", "4", "--seconds", "1"]
+        out = subprocess.run(
+            [*cmd, "--connections", "2", "--warmup", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        doc = json.loads(out)
+        bad = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "netd.bench.load",
+                f"{base}/nothing-here",
+                "--rate",
+                "5",
+                "--seconds",
+                "1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    assert len(served) == 4 + 2  # the schedule's requests and one warm-up per connection
+    assert len(doc["latencies_ms"]) == 4 and len(doc["warmup_ms"]) == 2 and doc["errors"] == 0
+    assert min(doc["latencies_ms"] + doc["warmup_ms"]) >= 200  # counted once the last byte arrived
+    assert json.loads(bad)["errors"] == 5  # a 404 is not an answer
+
+
 def test_extender_bodies_are_what_kube_scheduler_sends(tmp_path):
     from netd.api.extender_types import ExtenderArgs
     from netd.bench.api_scale import extender_bodies
