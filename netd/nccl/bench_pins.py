@@ -21,6 +21,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -145,19 +146,26 @@ def _serve(token: str, window_s: float) -> None:
 
 
 def _start_service(token: str, window_s: float) -> tuple[subprocess.Popen[str], str]:
+    # its stderr goes to a file: a pipe nobody reads during the run would fill with its warnings
+    # (64 KiB) and block the service in its next log write, in the middle of the measurement
+    errors = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-m", "netd.nccl.bench_pins", "--serve", "--window", str(window_s)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         text=True,
         env={**os.environ, "NETD_BENCH_PIN_TOKEN": token},
     )
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    if not port.isdigit():
-        proc.kill()
-        raise BenchError(f"the pin service did not start: {proc.communicate(timeout=10)[1][-500:]}")
+    with errors:
+        assert proc.stdout is not None
+        port = proc.stdout.readline().strip()
+        if not port.isdigit():
+            proc.kill()
+            proc.wait(timeout=10)
+            errors.seek(0)
+            said = errors.read().decode(errors="replace")[-500:]
+            raise BenchError(f"the pin service did not start (exit status {proc.returncode}): {said}")
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
