@@ -135,9 +135,11 @@ class _Proc:
         self.held: dict[int, int] = {}  # router key -> generation this worker holds
         self.busy = False
 
-    def send_table(self, tables: Tables) -> None:
+    def send_table(self, tables: Tables, background: bool = False) -> None:
+        """``background``: a roll-out (requests meanwhile use the previous table), built by the
+        worker at a lower CPU priority; else a table a request waits for."""
         gen, meta = tables.latest()
-        send_frame(self.sock, b"T", meta)
+        send_frame(self.sock, b"B" if background else b"T", meta)
         kind, _, _ = recv_frame(self.sock)
         if kind != b"K":
             raise EOFError(f"extender worker answered {kind!r} to a table")
@@ -237,7 +239,7 @@ class ExtenderPool:
             failed = True
             try:
                 if proc.held.get(tables.key, -1) < gen:
-                    proc.send_table(tables)
+                    proc.send_table(tables, background=True)
                 failed = False
             except (OSError, EOFError) as exc:
                 raise NetdError(f"extender worker {proc.popen.pid} failed: {exc}") from exc
