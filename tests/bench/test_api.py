@@ -25,6 +25,12 @@ def test_synthetic_cluster_rescores_to_a_new_snapshot():
     assert view.current() is not first
 
 
+def _load(url: str, *args: str) -> dict:
+    """``python -m netd.bench.load url args…``: its JSON answer."""
+    cmd = [sys.executable, "-m", "netd.bench.load", url, *args]
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout)
+
+
 def test_load_generator_measures_every_request(free_port, tmp_path):
     app = FastAPI()
 
@@ -34,27 +40,8 @@ def test_load_generator_measures_every_request(free_port, tmp_path):
 
     (tmp_path / "body.json").write_text(json.dumps({"x": 1}))
     with serving(app, free_port) as base:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "netd.bench.load",
-                f"{base}/echo",
-                "--rate",
-                "50",
-                "--seconds",
-                "1",
-                "--body",
-                str(tmp_path / "body.json"),
-                "--connections",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    doc = json.loads(out)
+        body = str(tmp_path / "body.json")
+        doc = _load(f"{base}/echo", "--rate", "50", "--seconds", "1", "--body", body, "--connections", "2")
     assert doc["sent"] == 50 and doc["errors"] == 0 and len(doc["latencies_ms"]) == 50
     assert all(v > 0 for v in doc["latencies_ms"]) and doc["elapsed_s"] >= 0.98
 
@@ -80,35 +67,12 @@ def test_load_generator_waits_for_the_whole_answer_and_reports_the_warmup_apart(
         return StreamingResponse(pieces(), headers={"content-length": str(size)})
 
     with serving(app, free_port) as base:
-        cmd = [sys.executable, "-m", "netd.bench.load", f"{base}/big", "--rate", "4", "--seconds", "1"]
-        out = subprocess.run(
-            [*cmd, "--connections", "2", "--warmup", "1"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-        doc = json.loads(out)
-        bad = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "netd.bench.load",
-                f"{base}/nothing-here",
-                "--rate",
-                "5",
-                "--seconds",
-                "1",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
+        doc = _load(f"{base}/big", "--rate", "4", "--seconds", "1", "--connections", "2", "--warmup", "1")
+        bad = _load(f"{base}/nothing-here", "--rate", "5", "--seconds", "1")
     assert len(served) == 4 + 2  # the schedule's requests and one warm-up per connection
     assert len(doc["latencies_ms"]) == 4 and len(doc["warmup_ms"]) == 2 and doc["errors"] == 0
     assert min(doc["latencies_ms"] + doc["warmup_ms"]) >= 200  # counted once the last byte arrived
-    assert json.loads(bad)["errors"] == 5  # a 404 is not an answer
+    assert bad["errors"] == 5  # a 404 is not an answer
 
 
 def test_extender_bodies_are_what_kube_scheduler_sends(tmp_path):
