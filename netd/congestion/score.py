@@ -122,8 +122,10 @@ class ScoreModel:
         """:meth:`port` for many up ports at once (the formula's one implementation).
 
         ``values``: one row per signal (``SIGNALS`` order), one column per port, NaN where absent;
-        ``present``: the same shape, False where the signal is absent (None); the packet rates: NaN
-        where not known. Returns (score per port, each signal's contribution, whether it counted):
+        ``present``: the same shape, False where the signal is absent (None); a value that is not a
+        finite number never counts either (it cannot be scored; netd's own sources never give one);
+        the packet rates: NaN where not known. Returns (score per port, each signal's contribution,
+        whether it counted):
         the arithmetic is :meth:`port`'s, operation for operation, so the results are the same floats.
         """
         ramps = [self.ramps[name] for name in SIGNALS]
@@ -131,7 +133,7 @@ class ScoreModel:
             [[[r.lo] for r in ramps], [[r.hi - r.lo] for r in ramps], [[self.weights[n]] for n in SIGNALS]],
             dtype=float,
         )
-        used = np.array(present, dtype=bool)
+        used = np.array(present, dtype=bool) & np.isfinite(values)
         # below min_packets_per_s a per-packet ratio does not count; an unknown rate (NaN) does not exclude
         used[SIGNALS.index("ce_fraction")] &= ~(rx_packets_per_s < self.min_packets_per_s)
         used[SIGNALS.index("cnp_per_packet")] &= ~(tx_packets_per_s < self.min_packets_per_s)

@@ -12,6 +12,7 @@ A port is **stormed** (PFC storm: paused almost continuously) while its pause fr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -195,9 +196,11 @@ class CongestionScorer:
         comps = list(map(attrgetter("components"), inputs))
         columns = [list(map(attrgetter(name), comps)) for name in SIGNALS]
         values = np.array(columns, dtype=float).reshape(len(SIGNALS), n)  # None: NaN
-        present = values == values  # not NaN
+        present = np.isfinite(values)  # None is NaN here
         if sum(map(list.count, columns, repeat(None))) != values.size - np.count_nonzero(present):
-            present = np.array([[v is not None for v in column] for column in columns])  # a NaN value
+            # a value that is not a finite number: absent, like None (the score skips it, and the
+            # report's signals must stay JSON)
+            columns = [[v if v is None or math.isfinite(v) else None for v in column] for column in columns]
 
         ups = list(map(attrgetter("up"), inputs))
         up = np.array(ups, dtype=bool).reshape(n)
