@@ -42,16 +42,17 @@ class BodyFiles:
 
     def __init__(self, keep: int = 2, idle_s: float = 60.0) -> None:
         self.keep, self.idle_s = keep, idle_s
-        self._idle: list[tuple[int, asyncio.TimerHandle | None]] = []
+        self._idle: list[tuple[int, asyncio.TimerHandle]] = []
         self._lock = threading.Lock()
 
     def take(self, size: int) -> int:
         """A memfd of ``size`` bytes (its pages kept where it held a body before), positioned at 0."""
         with self._lock:
-            fd, timer = self._idle.pop() if self._idle else (-1, None)
-        if timer is not None:
-            timer.cancel()
-        if fd < 0:
+            kept = self._idle.pop() if self._idle else None
+        if kept is not None:
+            fd = kept[0]
+            kept[1].cancel()
+        else:
             fd = os.memfd_create("netd-extender-body", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, size)  # the worker maps the whole file: exactly the body
@@ -66,17 +67,18 @@ class BodyFiles:
         return len(self._idle)
 
     def give(self, fd: int) -> None:
-        """``fd`` is no longer read (no mapping of it is left in this process)."""
+        """``fd`` is no longer read (no mapping of it is left in this process). Kept only when given
+        on an event loop, whose timer releases it; elsewhere closed."""
         try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
-            loop = None
+            os.close(fd)
+            return
         with self._lock:
-            if len(self._idle) >= self.keep:
-                os.close(fd)
+            if len(self._idle) < self.keep:
+                self._idle.append((fd, loop.call_later(self.idle_s, self._expire, fd)))
                 return
-            timer = loop.call_later(self.idle_s, self._expire, fd) if loop is not None else None
-            self._idle.append((fd, timer))
+        os.close(fd)
 
     def _expire(self, fd: int) -> None:
         with self._lock:
@@ -85,14 +87,6 @@ class BodyFiles:
                 return  # taken meanwhile
             self._idle = kept
         os.close(fd)
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for fd, timer in idle:
-            if timer is not None:
-                timer.cancel()
-            os.close(fd)
 
 
 BODY_FILES = BodyFiles()

@@ -20,7 +20,7 @@ kind        to the worker                        from the worker
 ``T``       meta: the score table                ``K``: table taken
 ``B``       the same, rolled out in the          ``K``: table taken
             background: built at a lower CPU
-            priority (:class:`_Builder`)
+            priority
 ``F``/``P`` filter/prioritize; payload: body, or ``R``: meta [unknown, removed, pod, gen,
             none and the body's memfd passed     plan], payload: the answer's own bytes
             with the header (SCM_RIGHTS)         (the plan: body slices between them,
@@ -34,17 +34,17 @@ kind        to the worker                        from the worker
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
-import queue
 import signal
 import socket
 import struct
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import msgspec
@@ -213,44 +213,23 @@ def _problem(exc: Exception) -> list[Any]:
     return ["error", 500, f"{type(exc).__name__}: {exc}"]
 
 
-class _Builder:
-    """Runs the builds of rolled-out tables (``B`` frames) on a thread at nice
-    :data:`BACKGROUND_NICE` (Linux's nice applies per thread; raising it needs no privilege) while
-    the worker's main thread waits. A roll-out's ~200 ms of CPU at 40,000 ports shared two cores with
-    the other worker, the listener and the scheduler's requests, and the slowest prioritize answers
-    fell in it (issue 18); it loses nothing by taking longer, as requests are answered from the
-    previous table until every worker has the new one."""
-
-    def __init__(self) -> None:
-        self._todo: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="netd-table-builder", daemon=True).start()
-
-    def __call__(self, build: Callable[[], Any]) -> Any:
-        self._todo.put(build)
-        ok, value = self._done.get()
-        if not ok:
-            raise value
-        return value
-
-    def _run(self) -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-        except OSError:
-            pass  # not Linux, or a sandbox that forbids it: built at the worker's priority
-        while True:
-            build = self._todo.get()
-            try:
-                self._done.put((True, build()))
-            except BaseException as exc:  # handed to the waiting main thread
-                self._done.put((False, exc))
+def _lower_priority() -> None:
+    """Run as the builder thread starts: Linux's nice applies per thread, and raising it needs no
+    privilege (not Linux, or a sandbox that forbids it: built at the worker's priority)."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
 
 
 class _Worker:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.tables: OrderedDict[int, tuple[int, NodeIndex]] = OrderedDict()  # router -> (gen, index)
-        self._builder: _Builder | None = None
+        # Rolled-out tables (``B``) are built on a thread at nice BACKGROUND_NICE while this one
+        # waits: a roll-out's CPU (~200 ms at 40,000 ports) shared two cores with the other worker,
+        # the listener and the requests, and the slowest prioritize answers fell in it (issue 18).
+        # It loses nothing by taking longer: requests use the previous table until every worker
+        # has the new one.
+        self._builder: ThreadPoolExecutor | None = None
         # A 40,000-port index is ~500,000 objects: without this, the full collections its build set
         # off went on after it (55-65 ms each), and the first requests after a roll-out waited for them
         self._heap = SettledHeap()
@@ -269,8 +248,9 @@ class _Worker:
                     self.tables.popitem(last=False)
 
         if background:
-            self._builder = self._builder or _Builder()
-            self._builder(take)
+            if self._builder is None:
+                self._builder = ThreadPoolExecutor(1, "netd-table-builder", _lower_priority)
+            self._builder.submit(take).result()
         else:
             take()
         send_frame(self.sock, b"K")

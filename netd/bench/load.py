@@ -72,7 +72,7 @@ class _Exchange:
         await loop.sock_sendall(self.sock, request)
         have, end = 0, -1
         while end < 0:  # the head
-            got = await loop.sock_recv_into(self.sock, self._room(have, max(len(self.buf), have + (1 << 16))))
+            got = await loop.sock_recv_into(self.sock, self._room(have, have + (1 << 16)))
             if not got:
                 raise ConnectionResetError("the server closed the connection")
             end = self.buf.find(b"\r\n\r\n", max(0, have - 3), have + got)

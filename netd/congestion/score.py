@@ -105,8 +105,7 @@ class ScoreModel:
             return 1.0, {"link_down": 1.0}
         values = [getattr(components, name) for name in SIGNALS]
         scores, parts, used = self.ports(
-            np.array([[v] for v in values], dtype=float),
-            np.array([[v is not None] for v in values]),
+            np.array([[v] for v in values], dtype=float),  # None: NaN, absent
             np.array([components.rx_packets_per_s], dtype=float),
             np.array([components.tx_packets_per_s], dtype=float),
         )
@@ -115,25 +114,22 @@ class ScoreModel:
     def ports(
         self,
         values: np.ndarray,
-        present: np.ndarray,
         rx_packets_per_s: np.ndarray,
         tx_packets_per_s: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`port` for many up ports at once (the formula's one implementation).
 
-        ``values``: one row per signal (``SIGNALS`` order), one column per port, NaN where absent;
-        ``present``: the same shape, False where the signal is absent (None); a value that is not a
-        finite number never counts either (it cannot be scored; netd's own sources never give one);
-        the packet rates: NaN where not known. Returns (score per port, each signal's contribution,
-        whether it counted):
-        the arithmetic is :meth:`port`'s, operation for operation, so the results are the same floats.
+        ``values``: one row per signal (``SIGNALS`` order), one column per port, NaN where absent; a
+        value that is not a finite number is absent too (it cannot be scored; netd's own sources
+        never give one); the packet rates: NaN where not known. Returns (score per port, each
+        signal's contribution, whether it counted).
         """
         ramps = [self.ramps[name] for name in SIGNALS]
         lo, span, weight = np.array(
             [[[r.lo] for r in ramps], [[r.hi - r.lo] for r in ramps], [[self.weights[n]] for n in SIGNALS]],
             dtype=float,
         )
-        used = np.array(present, dtype=bool) & np.isfinite(values)
+        used = np.isfinite(values)
         # below min_packets_per_s a per-packet ratio does not count; an unknown rate (NaN) does not exclude
         used[SIGNALS.index("ce_fraction")] &= ~(rx_packets_per_s < self.min_packets_per_s)
         used[SIGNALS.index("cnp_per_packet")] &= ~(tx_packets_per_s < self.min_packets_per_s)

@@ -205,7 +205,7 @@ class CongestionScorer:
         ups = list(map(attrgetter("up"), inputs))
         up = np.array(ups, dtype=bool).reshape(n)
         rates = np.array(list(map(attrgetter("rx_packets_per_s", "tx_packets_per_s"), comps)), dtype=float)
-        score, parts, used = self.model.ports(values, present, *rates.reshape(n, 2).T)
+        score, parts, used = self.model.ports(values, *rates.reshape(n, 2).T)
         score = np.where(up, score, 1.0)
         scores = score.tolist()
         names, labels, port_keys = self._port_labels(inputs)
