@@ -168,3 +168,23 @@ def _is_open(fd: int) -> bool:
         return MEMFD in os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return False
+
+
+def test_a_reused_body_memfd_holds_exactly_the_next_body(extender):  # noqa: F811
+    """A big body, then a smaller and a bigger one through the same listener: each is written over
+    the memfd the one before left (BodyFiles), and each answer is that request's own Node objects —
+    no byte of a longer earlier body is read after a shorter one."""
+    headers = {"content-type": "application/json"}
+    with extender(_view()) as base:
+        for count, pad in ((600, 3000), (500, 2000), (700, 2500)):
+            names = _names(count)
+            body, items = _body(names, pad)
+            assert len(body) >= SHARED_MIN
+            r = httpx.post(base + "/scheduler/filter", content=body, headers=headers)
+            assert r.status_code == 200, r.text
+            doc = r.json()
+            assert [n["metadata"]["name"] for n in doc["Nodes"]["items"]] == [
+                n for n in names if n not in BAD
+            ]
+            assert all((raw in r.content) == (n not in BAD) for n, raw in zip(names, items, strict=True))
+    assert BODY_FILES.idle() >= 1  # the bodies went through a kept memfd
