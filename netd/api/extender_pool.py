@@ -18,19 +18,18 @@ from __future__ import annotations
 import atexit
 import itertools
 import logging
-import os
-import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from netd.api.child import spawn
 from netd.api.extender_wire import Buffer
 from netd.api.extender_worker import decode_meta, recv_frame, score_table, send_frame
+from netd.api.service_view import EncodedScores
 from netd.congestion.scheduling import UnknownPolicy
 from netd.congestion.scorer import CongestionReport
 from netd.errors import NetdError
@@ -40,10 +39,8 @@ __all__ = ["SIZE", "WORKER", "ExtenderPool", "Tables", "shared_pool"]
 log = logging.getLogger(__name__)
 SIZE = 2
 TIMEOUT_S = 30.0  # a 25 MB body each way over a socket pair takes well under a second
-SOCKET_BUFFER = 4 << 20
 WORKER = (sys.executable, "-m", "netd.api.extender_worker")
 _KEYS = itertools.count(1)
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the directory holding netd/
 
 
 class Tables:
@@ -65,15 +62,16 @@ class Tables:
         self.min_gen = 0  # the oldest table a request may be answered from
         self._encoded: dict[int, msgspec.Raw] = {}  # gen -> the T frame's meta; the last two
 
-    def wanted(self, report: CongestionReport | None) -> int:
-        """The oldest generation a request about ``report`` may be answered from."""
+    def wanted(self, report: CongestionReport | EncodedScores | None) -> int:
+        """The oldest generation a request about ``report`` (or its scores, encoded elsewhere) may
+        be answered from."""
         if report is self._report:
             return self.min_gen
         with self._lock:
             if report is not self._report:
                 had_view = self._report is not None and self._report is not self
                 self._gen += 1
-                big = report is not None and len(report.ports) > self.INLINE_PORTS
+                big = report is not None and _port_count(report) > self.INLINE_PORTS
                 if not big or not had_view:  # needed now: stored before any request sees the report
                     self._store(self._gen, report)
                     self.min_gen = self._gen
@@ -87,7 +85,7 @@ class Tables:
                     ).start()
         return self.min_gen
 
-    def _store(self, gen: int, report: CongestionReport | None) -> None:
+    def _store(self, gen: int, report: CongestionReport | EncodedScores | None) -> None:
         meta = {"key": self.key, "gen": gen, "table": score_table(report, self.policy)}
         raw = msgspec.Raw(msgspec.msgpack.encode(meta))
         with self._swap:  # readers take the dict as it is, never while it changes
@@ -98,7 +96,7 @@ class Tables:
         gen = max(encoded)
         return gen, encoded[gen]
 
-    def _roll(self, gen: int, report: CongestionReport, store: bool) -> None:
+    def _roll(self, gen: int, report: CongestionReport | EncodedScores, store: bool) -> None:
         if store:
             self._store(gen, report)
         try:
@@ -110,26 +108,13 @@ class Tables:
             self.min_gen = max(self.min_gen, gen)
 
 
+def _port_count(report: CongestionReport | EncodedScores) -> int:
+    return report.port_count if isinstance(report, EncodedScores) else len(report.ports)
+
+
 class _Proc:
     def __init__(self, command: tuple[str, ...]) -> None:
-        ours, theirs = socket.socketpair()
-        for sock, opt in itertools.product((ours, theirs), (socket.SO_SNDBUF, socket.SO_RCVBUF)):
-            # fewer, larger writes for a 25 MB body (the kernel caps this at net.core.wmem_max)
-            sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (_PACKAGE_ROOT, env.get("PYTHONPATH"))))
-        try:
-            self.popen = subprocess.Popen(
-                [*command, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
-        except OSError as exc:
-            ours.close()
-            raise NetdError(f"cannot start an extender worker ({command[0]}): {exc.strerror or exc}") from exc
-        finally:
-            theirs.close()
+        self.popen, ours = spawn(command, "an extender worker")
         ours.settimeout(TIMEOUT_S)
         self.sock = ours
         self.held: dict[int, int] = {}  # router key -> generation this worker holds
