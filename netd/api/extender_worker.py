@@ -53,12 +53,14 @@ from fastapi.exceptions import RequestValidationError
 
 from netd.api.extender_wire import Buffer, encode_priorities, filter_parts, pack_parts, read_args
 from netd.api.heap import SettledHeap
+from netd.api.service_view import EncodedScores
 from netd.congestion.scheduling import NodeIndex, UnknownPolicy
 from netd.congestion.scorer import CongestionReport
 
 __all__ = [
     "HEADER",
     "decode_meta",
+    "encode_scores",
     "map_body",
     "node_index",
     "recv_frame",
@@ -125,16 +127,25 @@ def map_body(fd: int) -> mmap.mmap:
         os.close(fd)
 
 
-def score_table(report: CongestionReport | None, policy: UnknownPolicy) -> dict[str, Any]:
-    """What a worker needs of ``report`` to build the same NodeIndex (None: every node unknown).
-    Per port only C-level copies (labels, three fields): this runs in the listener's process. The
+def score_table(report: CongestionReport | EncodedScores | None, policy: UnknownPolicy) -> dict[str, Any]:
+    """What a worker needs of ``report`` to build the same NodeIndex (None: every node unknown); a
+    report's scores encoded elsewhere (netd fabric's view process) are taken as they are."""
+    scores: msgspec.Raw | None = None
+    if isinstance(report, EncodedScores):
+        scores = msgspec.Raw(report.data)
+    elif report is not None:
+        scores = msgspec.Raw(encode_scores(report))
+    return {"policy": [policy.mode, policy.neutral_score], "report": scores}
+
+
+def encode_scores(report: CongestionReport) -> bytes:
+    """The ``report`` part of a score table: per port only C-level copies (labels, three fields). The
     ports are encoded :data:`PORTS_PER_PART` at a time: encoding is one C call that holds the
-    interpreter lock, and 40,000 ports at once held it 10-18 ms, stalling the event loop (the
-    5000-name prioritize's tail at each refresh)."""
-    table: dict[str, Any] = {"policy": [policy.mode, policy.neutral_score], "report": None}
-    if report is not None:
-        ports = report.ports
-        table["report"] = [
+    interpreter lock, and 40,000 ports at once held it 10-18 ms, stalling the event loop of a
+    listener that encodes it (the 5000-name prioritize's tail at each refresh)."""
+    ports = report.ports
+    return _ENC.encode(
+        [
             [
                 msgspec.Raw(_ENC.encode([[dict(p.labels), p.up, p.stormed, p.smoothed] for p in ports[i:j]]))
                 for i, j in _parts(len(ports), PORTS_PER_PART)
@@ -142,7 +153,7 @@ def score_table(report: CongestionReport | None, policy: UnknownPolicy) -> dict[
             [[t.name, t.smoothed] for t in report.tors],
             [[s.name, s.smoothed] for s in report.spines],
         ]
-    return table
+    )
 
 
 # What NodeIndex reads of a report's scores, decoded by msgspec at C speed (building ScopeScores in

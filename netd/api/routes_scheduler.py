@@ -30,7 +30,7 @@ from netd.api.extender_body import PartsResponse, RequestBody
 from netd.api.extender_pool import ExtenderPool, Tables, shared_pool
 from netd.api.extender_types import ExtenderArgs, ExtenderFilterResult, HostPriority
 from netd.api.extender_wire import unpack_parts
-from netd.api.service_view import ServiceView
+from netd.api.service_view import EncodedScores, ServiceView
 from netd.config.service import SchedulerConfig
 from netd.congestion.scheduling import UnknownPolicy
 from netd.congestion.scorer import CongestionReport
@@ -77,11 +77,12 @@ def scheduler_router(
     router = APIRouter(prefix="/scheduler", tags=["kubernetes scheduler extender"])
     tables = Tables(pool or shared_pool(), UnknownPolicy(cfg.unknown_nodes, cfg.unknown_node_score))
 
-    def report() -> CongestionReport | None:
+    def report() -> CongestionReport | EncodedScores | None:
         snap = view.current()
         if snap is None or time.time() - snap.timestamp > cfg.stale_after:
             return None  # no view, or too old to vouch for anyone: every node is unknown
-        return snap.congestion
+        # scores encoded where the report was built (netd fabric): the report itself is not decoded
+        return snap.scores if snap.scores is not None else snap.congestion
 
     def warm() -> None:
         tables.pool.start()
