@@ -8,7 +8,8 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 
-from netd.cluster.view import FabricView, kube_label_name
+from netd.cluster.peers import kube_label_name
+from netd.cluster.view import FabricView
 from netd.config.service import ClusterConfig
 from netd.congestion.scorer import CongestionScorer, Levels
 from netd.errors import SourceError

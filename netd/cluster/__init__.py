@@ -8,7 +8,10 @@ from netd import public_face
 __all__, __getattr__, __dir__ = public_face(
     __name__,
     {
-        "view": ("FabricStats", "FabricView", "kube_label_name"),
+        "view": ("FabricView",),
+        "peers": ("GroupPeers", "kube_label_name"),
+        "stats": ("FabricStats", "FabricSummary"),
+        "remote": ("RemoteFabricView",),
         "app": ("create_fabric_app",),
         "metrics": ("FabricCollector",),
     },

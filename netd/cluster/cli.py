@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -20,10 +19,12 @@ from netd.api.exposure import exposure_warning
 from netd.api.guard import guard_limits
 from netd.cluster.app import create_fabric_app
 from netd.cluster.metrics import FabricCollector
+from netd.cluster.peers import GroupPeers
+from netd.cluster.refresher import setup as refresher_setup
+from netd.cluster.remote import RemoteFabricView
 from netd.cluster.view import FabricView
 from netd.config.service import ClusterConfig
 from netd.config.settings import Config
-from netd.congestion.host import scorer_from_config
 from netd.errors import ConfigError
 from netd.nccl.pins import PinAuthority
 from netd.nccl.routes import nccl_router
@@ -34,12 +35,16 @@ from netd.sources.prometheus import PrometheusClient
 __all__ = ["register", "serve_fabric"]
 
 log = logging.getLogger(__name__)
+REFRESHER = (sys.executable, "-m", "netd.cluster.refresher")
+FIRST_REFRESH_WAIT_S = 60.0  # then listen anyway (not ready until a refresh succeeds)
 NO_PROMETHEUS = (
     "no Prometheus configured (cluster.prometheus_url): this is this host's own view, not the cluster's"
 )
 
 
-def _readiness(view: FabricView, stale_after_s: float) -> Callable[[], tuple[bool, dict[str, Any]]]:
+def _readiness(
+    view: FabricView | RemoteFabricView, stale_after_s: float
+) -> Callable[[], tuple[bool, dict[str, Any]]]:
     """Ready while the view served is younger than ``scheduler.stale_after``: a slow Prometheus that
     fails a few refreshes leaves the last good view in service, and says so."""
 
@@ -64,21 +69,25 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
     host, port = cfg.listen_address()
     token_configured = load_token(cfg.api.token_file) is not None
     sock = bind(host, port)
-    view = FabricView(cfg.cluster, scorer_from_config(cfg.congestion))
-    stop = threading.Event()
-    qos_client = PrometheusClient(cfg.cluster.prometheus_url or "")
+    c = cfg.cluster
+    peers_client = PrometheusClient(c.prometheus_url, c.query_timeout)  # asked on the request path
+    # the view is refreshed in a process of its own: a 5000-node refresh in this one held the
+    # interpreter lock every request needs for ~0.3-0.5 s (netd.cluster.remote)
+    view = RemoteFabricView(c, REFRESHER, refresher_setup(c, cfg.congestion), GroupPeers(c, peers_client))
+    qos_client = PrometheusClient(c.prometheus_url or "")
     qos_audit = FabricQos(  # GET /v1/qos/fabric: the QoS consistency audit (docs/qos.md)
-        from_prometheus(qos_client), cfg.qos, cfg.cluster.prometheus_url or "", cfg.cluster.refresh_interval
+        from_prometheus(qos_client), cfg.qos, c.prometheus_url or "", c.refresh_interval
     )
     try:
-        view.refresh()  # first refresh before listening; a failure is reported, and retried
+        # the first refresh before listening; a failure is reported, and retried
+        view.start(wait_s=FIRST_REFRESH_WAIT_S)
         pins = nccl_router(
             token=load_token(cfg.api.token_file),
             authority=PinAuthority(window_s=cfg.nccl.pin_window, keep_s=cfg.nccl.keep_pins),
         )
         app = create_fabric_app(
             view,
-            _readiness(view, max(cfg.scheduler.stale_after, 3 * cfg.cluster.refresh_interval + 1.0)),
+            _readiness(view, max(cfg.scheduler.stale_after, 3 * c.refresh_interval + 1.0)),
             FabricCollector(view),
             cfg.scheduler,
             routers=[pins, fabric_qos_router(qos_audit)],
@@ -87,9 +96,8 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
         )
         server = Server(uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off"))
         warm_extender(app)  # the extender's worker processes, warm before kube-scheduler asks
-        snap = view.current()
-        seen = f"{len(snap.topology.hosts)} hosts" if snap and snap.topology else "no data yet"
-        c = cfg.cluster
+        summary = view.summary()
+        seen = f"{summary.hosts} hosts" if summary is not None else "no data yet"
         error = f"; {view.stats.last_error}" if view.stats.last_error else ""
         print(
             f"netd {__version__} fabric: the cluster view from {c.prometheus_url} ({seen}{error}).\n"
@@ -102,13 +110,12 @@ def serve_fabric(cfg: Config, out: TextIO = sys.stderr, log_level: str = "warnin
         warning = exposure_warning(host, port, token_configured)
         if warning:
             print(warning, file=out, flush=True)
-        threading.Thread(target=view.run, args=(stop,), name="netd-fabric", daemon=True).start()
-        with share_interpreter_lock():  # the refresh thread re-scores the cluster beside the listener
+        with share_interpreter_lock():  # the view's messages are taken beside the listener
             server.run(sockets=[sock])
         return 0
     finally:
-        stop.set()
         view.close()
+        peers_client.close()
         qos_client.close()
         sock.close()
 

@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from netd import __version__
-from netd.cluster.view import FabricView
+from netd.cluster.stats import FabricStats, FabricSummary
 from netd.congestion.scorer import LEVELS
 
-__all__ = ["FabricCollector"]
+__all__ = ["FabricCollector", "ObservedView"]
+
+
+class ObservedView(Protocol):
+    """What the collector reads of a cluster view (FabricView, or RemoteFabricView in the listener)."""
+
+    @property
+    def stats(self) -> FabricStats: ...
+
+    def summary(self) -> FabricSummary | None: ...
 
 
 class FabricCollector(Collector):
     """Self-metrics of the fabric service and the cluster's ToR/spine scores."""
 
-    def __init__(self, view: FabricView) -> None:
+    def __init__(self, view: ObservedView) -> None:
         self.view = view
 
     def collect(self) -> Iterator[Metric]:
@@ -29,18 +39,22 @@ class FabricCollector(Collector):
         refreshes.add_metric([], st.refreshes)
         errors = CounterMetricFamily("netd_fabric_refresh_errors", "Refreshes that failed.")
         errors.add_metric([], st.errors)
+        restarts = CounterMetricFamily(
+            "netd_fabric_view_restarts", "Times the view's process exited or hung and was started again."
+        )
+        restarts.add_metric([], st.restarts)
         duration = GaugeMetricFamily(
             "netd_fabric_refresh_duration_seconds", "Wall time of the last good refresh."
         )
         duration.add_metric([], st.last_duration_s)
-        yield from (refreshes, errors, duration)
-        snap = self.view.current()
-        if snap is None or snap.congestion is None or snap.topology is None:
+        yield from (refreshes, errors, restarts, duration)
+        summary = self.view.summary()
+        if summary is None:
             return
         hosts = GaugeMetricFamily("netd_fabric_hosts", "Hosts whose netd ports Prometheus has.")
-        hosts.add_metric([], len(snap.topology.hosts))
+        hosts.add_metric([], summary.hosts)
         yield hosts
-        for scope in ("tor", "spine"):
+        for scope, items in (("tor", summary.tors), ("spine", summary.spines)):
             help_ = f"Congestion score of each {scope} over all its hosts."
             score = GaugeMetricFamily(f"netd_fabric_{scope}_congestion_score", help_, labels=[scope])
             level = GaugeMetricFamily(
@@ -48,7 +62,7 @@ class FabricCollector(Collector):
                 "0 ok, 1 busy, 2 congested, 3 severe.",
                 labels=[scope],
             )
-            for s in snap.congestion.scope(scope):
-                score.add_metric([s.name], s.smoothed)
-                level.add_metric([s.name], LEVELS.index(s.level))
+            for name, smoothed, level_name in items:
+                score.add_metric([name], smoothed)
+                level.add_metric([name], LEVELS.index(level_name))
             yield from (score, level)

@@ -18,8 +18,10 @@ and each page of ``cluster.tors_per_query`` ToRs runs the three queries restrict
 (``... and on (job, instance, device, port) netd_port_info{tor=~"<page>"}``), each within its own
 timeout. A failed refresh keeps the previous snapshot (the *last good view*) and says in its note
 whether Prometheus was slow or unreachable and how old the view is. Pod-group peers for the
-scheduler come from kube-state-metrics series in the same Prometheus (``kube_pod_labels`` joined
-with ``kube_pod_info``), cached per group for one refresh interval.
+scheduler: netd.cluster.peers.
+
+``netd fabric`` runs this view in a process of its own (netd.cluster.remote): a 5000-node refresh is
+~0.3-0.5 s of interpreter time, and in the listener's process every request waited for it.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import cast
 
 from netd.api.heap import SettledHeap
 from netd.api.service_view import ClusterSnapshot
+from netd.cluster.peers import GroupPeers
+from netd.cluster.stats import FabricStats, FabricSummary, summarize
 from netd.config.service import ClusterConfig
 from netd.congestion.score import SIGNALS, Components
 from netd.congestion.scorer import CongestionScorer, ScoreInput
@@ -43,28 +46,10 @@ from netd.model.topology import PortPlacement, SourceNote, Switch, Topology
 from netd.sources.prometheus import PrometheusClient, Sample, promql_string
 from netd.topology.build import natural_key
 
-__all__ = ["FabricStats", "FabricView", "kube_label_name"]
+__all__ = ["FabricView"]
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str, str, str]  # job, instance, device, port
-
-
-def kube_label_name(label: str) -> str:
-    """kube-state-metrics' name for a Kubernetes label key: ``label_`` + the key with non-[a-zA-Z0-9_]
-    characters replaced by ``_``."""
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
-
-
-@dataclass
-class FabricStats:
-    refreshes: int = 0
-    errors: int = 0
-    last_ok: float | None = None  # monotonic
-    last_duration_s: float = 0.0
-    last_error: str | None = None
-    prometheus: str = "ok"  # how the last refresh found Prometheus: ok | slow | unreachable | error
-    queries: int = 0  # in the last refresh
-    silent_hosts: int = 0  # left out of the last view: not scraped for cluster.host_stale_after
 
 
 def _fresh(info: list[Sample], now: float, stale_after_s: float) -> tuple[list[Sample], set[str]]:
@@ -158,12 +143,15 @@ class FabricView:
         self._clock = clock
         self._snapshot: ClusterSnapshot | None = None
         self._heap = SettledHeap()
-        self._peers: dict[tuple[str, str], tuple[float, Mapping[str, int] | None]] = {}
+        self._group_peers = GroupPeers(cfg, self.client)
         self.stats = FabricStats()
         self.generation = object()  # replaced after every refresh attempt, good or not
 
     def current(self) -> ClusterSnapshot | None:
         return self._snapshot
+
+    def summary(self) -> FabricSummary | None:
+        return summarize(self._snapshot)
 
     def view_age_s(self) -> float | None:
         """Seconds since the last good refresh (the age of the view served), None before one."""
@@ -230,9 +218,7 @@ class FabricView:
                     f"Prometheus {self.stats.prometheus} ({exc}); serving the last good view, "
                     f"{age:.0f} s old (from {time.ctime(old.timestamp)})"
                 )
-                self._snapshot = ClusterSnapshot(
-                    "fabric", old.timestamp, old.emulated, old.topology, old.congestion, note
-                )
+                self._snapshot = old.with_note(note)
             return self._snapshot
         info, silent = _fresh(info, now, self.cfg.host_stale_after)
         self.stats.silent_hosts = len(silent)
@@ -268,7 +254,9 @@ class FabricView:
                     key in storms,
                 )
             )
+        cpu = time.thread_time()
         report = self.scorer.update(inputs, now)
+        self.stats.last_score_cpu_s = time.thread_time() - cpu
         emulated = any(labels.get("emulated") == "true" for labels, _ in info)
         note = None if info else f"Prometheus at {self.cfg.prometheus_url} has no netd_port_info series yet"
         if silent:
@@ -284,30 +272,7 @@ class FabricView:
         return self._snapshot
 
     def peers(self, label: str, group: str) -> Mapping[str, int] | None:
-        """Nodes running pods of ``group`` (kube-state-metrics needs ``--metric-labels-allowlist`` for
-        the label); None when Prometheus cannot say."""
-        key = (label, group)
-        cached = self._peers.get(key)
-        now = time.monotonic()
-        if cached is not None and now - cached[0] < self.cfg.refresh_interval:
-            return cached[1]
-        query = (
-            f'count by (node) ({self.cfg.pod_info_metric}{{node!=""}} * on (namespace, pod) group_left() '
-            f"{self.cfg.pod_labels_metric}{{{kube_label_name(label)}={promql_string(group)}}})"
-        )
-        try:
-            # on the scheduler's request path: never wait long (kube-scheduler gives extenders 5 s)
-            rows = self.client.query(query, timeout_s=min(self.cfg.query_timeout, 1.0))
-            found: Mapping[str, int] | None = {
-                labels["node"]: int(v) for labels, v in rows if labels.get("node")
-            }
-        except NetdError as exc:
-            log.warning("pod-group peers of %s=%s unavailable: %s", label, group, exc)
-            found = None
-        if len(self._peers) > 4096:  # many short-lived groups must not grow memory
-            self._peers.clear()
-        self._peers[key] = (now, found)
-        return found
+        return self._group_peers(label, group)
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(self.cfg.refresh_interval):

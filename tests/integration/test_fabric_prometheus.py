@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import sys
 import threading
@@ -183,10 +184,42 @@ def test_netd_fabric_serves_the_cluster_view(cluster: str, tmp_path: Path):
         # the fabric service is the NCCL pin authority for multi-node communicators
         assert httpx.get(f"{base}/v1/nccl/pins").json()["pins"] == []
         assert httpx.post(f"{base}/v1/nccl/pins", json={}).status_code in (401, 403)  # token required
+        # the view is refreshed by a process of its own; killed, it is replaced and the view goes on
+        (view_pid,) = _children(proc.pid, "netd.cluster.refresher")
+        os.kill(view_pid, signal.SIGKILL)
+        wait_for(
+            lambda: "netd_fabric_view_restarts_total 1.0" in httpx.get(f"{base}/metrics").text,
+            timeout_s=60,
+            what="the view process to be replaced",
+        )
+        (new_pid,) = _children(proc.pid, "netd.cluster.refresher")
+        assert new_pid != view_pid
+        again = httpx.post(f"{base}/scheduler/prioritize", json={"Pod": pod, "NodeNames": names}).json()
+        assert {h["Host"] for h in again} == set(names)
+        wait_for(lambda: _ready(base, proc), timeout_s=60, what="netd fabric ready after the restart")
     finally:
         err = _stop(proc)
     assert proc.returncode == 0, err
-    assert "the cluster view from" in err
+    assert "the cluster view from" in err and "the fabric view process" in err  # its replacement, logged
+    assert not _children(proc.pid, "netd.cluster.refresher")  # gone with the service
+
+
+def _children(pid: int, module: str) -> list[int]:
+    """Child processes of ``pid`` running ``python -m module``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:  # exited meanwhile
+            continue
+        if ppid == pid and module.encode() in argv:
+            found.append(int(entry))
+    return found
 
 
 def _ready(base: str, proc: Child | None = None) -> bool:
