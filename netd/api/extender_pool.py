@@ -60,7 +60,7 @@ class Tables:
         self._report: object = self  # nothing yet (None is a report: "no view")
         self._gen = 0
         self.min_gen = 0  # the oldest table a request may be answered from
-        self._encoded: dict[int, msgspec.Raw] = {}  # gen -> the T frame's meta; the last two
+        self._encoded: dict[int, tuple[msgspec.Raw, Buffer]] = {}  # gen -> T frame's meta, payload; last two
 
     def wanted(self, report: CongestionReport | EncodedScores | None) -> int:
         """The oldest generation a request about ``report`` (or its scores, encoded elsewhere) may
@@ -86,12 +86,12 @@ class Tables:
         return self.min_gen
 
     def _store(self, gen: int, report: CongestionReport | EncodedScores | None) -> None:
-        meta = {"key": self.key, "gen": gen, "table": score_table(report, self.policy)}
-        raw = msgspec.Raw(msgspec.msgpack.encode(meta))
+        policy, scores = score_table(report, self.policy)
+        meta = msgspec.Raw(msgspec.msgpack.encode({"key": self.key, "gen": gen, "policy": policy}))
         with self._swap:  # readers take the dict as it is, never while it changes
-            self._encoded = dict(sorted({**self._encoded, gen: raw}.items())[-2:])
+            self._encoded = dict(sorted({**self._encoded, gen: (meta, scores)}.items())[-2:])
 
-    def latest(self) -> tuple[int, msgspec.Raw]:
+    def latest(self) -> tuple[int, tuple[msgspec.Raw, Buffer]]:
         encoded = self._encoded
         gen = max(encoded)
         return gen, encoded[gen]
@@ -123,8 +123,8 @@ class _Proc:
     def send_table(self, tables: Tables, background: bool = False) -> None:
         """``background``: a roll-out (requests meanwhile use the previous table), built by the
         worker at a lower CPU priority; else a table a request waits for."""
-        gen, meta = tables.latest()
-        send_frame(self.sock, b"B" if background else b"T", meta)
+        gen, (meta, scores) = tables.latest()
+        send_frame(self.sock, b"B" if background else b"T", meta, scores)
         kind, _, _ = recv_frame(self.sock)
         if kind != b"K":
             raise EOFError(f"extender worker answered {kind!r} to a table")

@@ -17,7 +17,9 @@ Frames (both ways): ``!cIQ`` = kind, meta length, payload length; then meta (msg
 ==========  ===================================  =========================================
 kind        to the worker                        from the worker
 ==========  ===================================  =========================================
-``T``       meta: the score table                ``K``: table taken
+``T``       meta: router key, generation and      ``K``: table taken
+            unknown-node policy; payload: the
+            scores (msgpack; empty: no report)
 ``B``       the same, rolled out in the          ``K``: table taken
             background: built at a lower CPU
             priority
@@ -44,6 +46,7 @@ import struct
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
@@ -127,15 +130,16 @@ def map_body(fd: int) -> mmap.mmap:
         os.close(fd)
 
 
-def score_table(report: CongestionReport | EncodedScores | None, policy: UnknownPolicy) -> dict[str, Any]:
-    """What a worker needs of ``report`` to build the same NodeIndex (None: every node unknown); a
-    report's scores encoded elsewhere (netd fabric's view process) are taken as they are."""
-    scores: msgspec.Raw | None = None
+def score_table(
+    report: CongestionReport | EncodedScores | None, policy: UnknownPolicy
+) -> tuple[list[Any], Buffer]:
+    """What a worker needs of ``report`` to build the same NodeIndex: (the unknown-node policy, a table
+    frame's meta; the scores, its payload: empty for no report, every node unknown). Scores encoded
+    elsewhere (netd fabric's view process) are forwarded as they are: no copy, no interpreter time."""
+    rules = [policy.mode, policy.neutral_score]
     if isinstance(report, EncodedScores):
-        scores = msgspec.Raw(report.data)
-    elif report is not None:
-        scores = msgspec.Raw(encode_scores(report))
-    return {"policy": [policy.mode, policy.neutral_score], "report": scores}
+        return rules, report.data
+    return rules, b"" if report is None else encode_scores(report)
 
 
 def encode_scores(report: CongestionReport) -> bytes:
@@ -186,30 +190,25 @@ def _parts(n: int, size: int) -> list[tuple[int, int]]:
     return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-class _Table(msgspec.Struct, frozen=True):
-    policy: tuple[str, int]
-    report: _Scores | None
-
-
 class _TableFrame(msgspec.Struct, frozen=True):
     key: int
     gen: int
-    table: _Table
+    policy: tuple[str, int]
 
 
 _TABLE = msgspec.msgpack.Decoder(_TableFrame)
+_SCORES = msgspec.msgpack.Decoder(_Scores)
 
 
-def node_index(table: bytes | bytearray | _Table) -> NodeIndex:
-    """The NodeIndex a score table (msgpack, or decoded) describes: the same answers as the
-    listener's NodeIndex of the report (NodeIndex reads only these fields of its ports and scopes)."""
-    if not isinstance(table, _Table):
-        table = msgspec.msgpack.decode(table, type=_Table)
-    scores = table.report
-    if scores is None:
-        return NodeIndex(None, UnknownPolicy(*table.policy))
-    flat = _Report(tuple(itertools.chain.from_iterable(scores.ports)), scores.tors, scores.spines)
-    return NodeIndex(cast(CongestionReport, flat), UnknownPolicy(*table.policy))
+def node_index(policy: Sequence[Any], scores: Buffer) -> NodeIndex:
+    """The NodeIndex a score table describes (:func:`score_table`'s two parts): the same answers as
+    the listener's NodeIndex of the report (NodeIndex reads only these fields of its ports and scopes)."""
+    rules = UnknownPolicy(*policy)
+    if not len(scores):
+        return NodeIndex(None, rules)
+    table = _SCORES.decode(scores)
+    flat = _Report(tuple(itertools.chain.from_iterable(table.ports)), table.tors, table.spines)
+    return NodeIndex(cast(CongestionReport, flat), rules)
 
 
 def decode_meta(raw: bytes | bytearray) -> Any:
@@ -245,15 +244,15 @@ class _Worker:
         # off went on after it (55-65 ms each), and the first requests after a roll-out waited for them
         self._heap = SettledHeap()
 
-    def take_table(self, raw: bytearray, background: bool = False) -> None:
+    def take_table(self, raw: bytearray, scores: bytearray, background: bool = False) -> None:
         def take() -> None:
             with self._heap.refresh() as settle:  # the old index is dropped, the new one frozen
                 frame = _TABLE.decode(raw)
-                report = frame.table.report
-                settle.ports = sum(map(len, report.ports)) if report is not None else 0
                 held = self.tables.get(frame.key)
                 if held is None or held[0] < frame.gen:
-                    self.tables[frame.key] = (frame.gen, node_index(frame.table))
+                    index = node_index(frame.policy, scores)
+                    settle.ports = len(index.report.ports) if index.report is not None else 0
+                    self.tables[frame.key] = (frame.gen, index)
                 self.tables.move_to_end(frame.key)
                 while len(self.tables) > KEEP_ROUTERS:
                     self.tables.popitem(last=False)
@@ -302,7 +301,7 @@ class _Worker:
             except (EOFError, ConnectionError):
                 return  # the listener's process stopped (or died): so do we
             if kind in (b"T", b"B"):
-                self.take_table(meta, background=kind == b"B")
+                self.take_table(meta, payload, background=kind == b"B")
                 continue
             try:
                 # a big body arrives as a memfd; a small one as the payload, read where it lies

@@ -14,7 +14,6 @@ import threading
 import time
 
 import httpx
-import msgspec
 import pytest
 from fastapi import FastAPI
 
@@ -47,13 +46,13 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
 def test_the_score_table_rebuilds_the_same_index(mode):
     report = cluster().report  # down port, PFC storm, hot ToR, calm ToR
     policy = UnknownPolicy(mode, neutral_score=6)
-    here, there = NodeIndex(report, policy), node_index(msgspec.msgpack.encode(score_table(report, policy)))
+    here, there = NodeIndex(report, policy), node_index(*score_table(report, policy))
     assert there.filter(NAMES) == here.filter(NAMES)
     assert there.filter(NAMES)[1]  # something failed, with the listener's reasons
     assert there.prioritize(NAMES) == here.prioritize(NAMES)
     peers = {"gpu-03": 2}
     assert there.prioritize(NAMES, peers, 0.3) == here.prioritize(NAMES, peers, 0.3)
-    nothing = node_index(msgspec.msgpack.encode(score_table(None, policy)))
+    nothing = node_index(*score_table(None, policy))
     assert nothing.filter(NAMES) == NodeIndex(None, policy).filter(NAMES)
 
 
@@ -177,8 +176,9 @@ def test_a_rolled_out_table_is_built_at_a_lower_priority_and_its_heap_settled():
         ours, theirs = socket.socketpair()
         worker = _Worker(theirs)
         before = gc.get_freeze_count()
-        table = {"key": 1, "gen": 1, "table": score_table(report, UnknownPolicy("lowest", 5))}
-        worker.take_table(bytearray(msgspec.msgpack.encode(table)), background=True)
+        policy, scores = score_table(report, UnknownPolicy("lowest", 5))
+        meta = msgspec.msgpack.encode({"key": 1, "gen": 1, "policy": policy})
+        worker.take_table(bytearray(meta), bytearray(scores), background=True)
         assert ours.recv(64)[:1] == b"K"
         nice = [os.getpriority(os.PRIO_PROCESS, int(t)) for t in os.listdir("/proc/self/task")]
         print(before, gc.get_freeze_count(), os.getpriority(os.PRIO_PROCESS, 0), max(nice))

@@ -51,7 +51,7 @@ def test_the_workers_answer_from_the_encoded_scores_as_from_the_report(mode):
     assert got.scores is not None and got.scores.port_count == len(snap.congestion.ports)  # type: ignore[union-attr]
     policy = UnknownPolicy(mode, neutral_score=6)
     here = NodeIndex(snap.congestion, policy)  # the listener's index of the report, built in-process
-    there = node_index(msgspec.msgpack.encode(score_table(got.scores, policy)))
+    there = node_index(*score_table(got.scores, policy))
     assert there.filter(NAMES) == here.filter(NAMES)
     assert there.prioritize(NAMES) == here.prioritize(NAMES)
     assert there.prioritize(NAMES, {"gpu-03": 1}, 0.3) == here.prioritize(NAMES, {"gpu-03": 1}, 0.3)
