@@ -56,7 +56,7 @@ class EncodedScores:
     was built (``netd.api.extender_worker.encode_scores``): the listener only forwards the bytes."""
 
     port_count: int
-    data: bytes
+    data: bytes | memoryview  # a view of the bytes received (netd.api.snapshot_wire): not copied
 
 
 class ClusterSnapshot:

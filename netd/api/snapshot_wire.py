@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from netd.api.extender_wire import Buffer
 from netd.api.extender_worker import encode_scores
 from netd.api.heap import SettledHeap
 from netd.api.service_view import ClusterSnapshot, Deferred, EncodedScores
@@ -62,7 +63,7 @@ def encode_snapshot(snap: ClusterSnapshot, same_data: bool = False) -> tuple[dic
 
 
 def decode_snapshot(
-    meta: dict[str, Any], payload: bytes | bytearray, previous: ClusterSnapshot | None
+    meta: dict[str, Any], payload: Buffer, previous: ClusterSnapshot | None
 ) -> ClusterSnapshot:
     """The snapshot ``meta`` and ``payload`` describe, its topology and report decoded on first use.
     ``previous``: the last one decoded (what a ``same`` snapshot shares)."""
@@ -88,5 +89,5 @@ def decode_snapshot(
             decoded: Topology | None = _TOPOLOGY.decode(topology_part)
             return decoded
 
-    scores = EncodedScores(ports, bytes(scores_part)) if a else None
+    scores = EncodedScores(ports, scores_part) if a else None  # not copied: forwarded as it is
     return ClusterSnapshot(view, timestamp, emulated, Deferred(topology), Deferred(report), note, scores)
