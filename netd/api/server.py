@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
+import anyio.to_thread
 import uvicorn
 
 from netd.api.connections import (
@@ -96,6 +97,7 @@ class Server(uvicorn.Server):
                 loop.call_soon_threadsafe(wake.set)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await warm_up(self.config.app)  # before the first client, which would wait for it
         await super().startup(sockets=sockets)
         # asyncio uses one number for the kernel's queue (listen) and for how many connections it
         # accepts per wake-up; the second is kept small (config.backlog = accept_batch) so a burst
@@ -115,6 +117,44 @@ class Server(uvicorn.Server):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+WARM_UP_PATH = "/.netd-warm-up"  # no route: a 404 walks every router of the app
+
+
+async def warm_up(app: object) -> None:
+    """Build what the app's first request would otherwise build while a client waits: FastAPI makes
+    each included router's routes on the first request that walks it, and anyio its thread pool
+    (and imports its backend) on the first handler that runs in a thread. Measured: the first
+    5000-name prioritize took 20-24 ms against 4 ms for the next. Done by one request for a path no
+    route has, given to the router directly: no middleware, so it is not counted or logged as a
+    request, and the router answers a plain 404 (not an exception) to a scope without ``app``."""
+    router = getattr(app, "router", None)
+    if router is None:
+        return
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": WARM_UP_PATH,
+        "raw_path": WARM_UP_PATH.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [],
+        "client": ("127.0.0.1", 0),
+        "server": ("127.0.0.1", 0),
+    }
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: object) -> None:
+        pass
+
+    await router(scope, receive, send)
+    await anyio.to_thread.run_sync(int)
 
 
 def bind(host: str, port: int) -> socket.socket:
