@@ -81,9 +81,15 @@ def bench_api(
         port = sock.getsockname()[1]
         server = Server(uvicorn.Config(app, log_level="error", access_log=False, lifespan="off"))
 
+        # the scale phases measure the 5000-node listener, which stands for `netd fabric`: the small
+        # view's re-scores twice a second (each rolled out to this listener's extender workers) are
+        # this bench's first phase's load, not a host's; the daemon itself ticks on throughout
+        small_view_paused = threading.Event()
+
         def rescore() -> None:  # the cluster view changes as often as the daemon ticks
             while not stop.wait(interval):
-                view.refresh()
+                if not small_view_paused.is_set():
+                    view.refresh()
 
         threads = [
             threading.Thread(target=daemon.run, args=(stop,), daemon=True),
@@ -121,8 +127,10 @@ def bench_api(
                 scale: dict[str, Any] = {}
                 if scale_nodes:  # the 5000-node listener is its own process, as `netd fabric` is
                     names, full = extender_bodies(Path(tmp), scale_nodes)
+                    small_view_paused.set()
                     with BigListener(scale_nodes, cfg.scheduler) as big:  # its own process
                         scale = extender_phases(big.base, names, full, seconds, big.report)
+                    small_view_paused.clear()
                     # its re-scores of 5000 nodes x 8 ports while it answered (the scorer's update, CPU ms)
                     scale["rescore_40000_ports_ms"] = percentile(big.update_ms, 50)
                     gc.collect()  # the daemon's own listener alone, as under `netd run`
