@@ -6,6 +6,7 @@ process leaves with the listener."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -172,3 +173,22 @@ def test_the_view_process_leaves_when_the_listener_dies():
         finally:
             listener.kill()  # no close(), no atexit: only the socket's end tells the view process
     assert _gone(child, within_s=15)
+
+
+def test_the_view_process_works_on_a_descriptor_over_1023(started):
+    """A restarted view process gets the listener's next free descriptor number, which on a busy
+    `netd fabric` (a thousand client connections) is past what select() can watch."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard descriptor limit ({hard}) is too low")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert max(held) > 1023
+        view = started(_synthetic(refresh=1.0))
+        _until(lambda: view.stats.refreshes >= 3)  # it waited between refreshes twice
+        assert view.stats.restarts == 0
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -88,8 +88,10 @@ def read_setup(sock: socket.socket) -> Any:
 def _closed_within(sock: socket.socket, seconds: float | None) -> bool:
     """Wait ``seconds`` (None: for good); True as soon as the listener's end closes (it never sends
     after ``S``)."""
-    readable, _, _ = select.select([sock], [], [], seconds)
-    return bool(readable) and not sock.recv(1)
+    poller = select.poll()  # not select(): the descriptor is the listener's number, maybe over 1023
+    poller.register(sock, select.POLLIN)
+    ready = poller.poll(None if seconds is None else seconds * 1000.0)
+    return bool(ready) and not sock.recv(1)
 
 
 def publish(view: Refreshing, sock: socket.socket, interval_s: float | None) -> None:
@@ -220,6 +222,7 @@ class RemoteFabricView:
         self._stop_child()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        self._stop_child()  # one the thread started as we closed
 
     def _spawn(self) -> None:
         popen, sock = spawn(self.command, "the fabric view process")
@@ -296,13 +299,13 @@ class RemoteFabricView:
             fds: list[int] = []
             try:
                 kind, meta, _ = recv_frame(sock, fds)
-                payload = _mapped(fds)
             except TimeoutError:
                 popen.kill()
                 return f"sent nothing for {self.hung_after_s:g} s and was killed"
             except (EOFError, OSError) as exc:
                 return "stopped" if self._closed else f"went away ({exc})"
             try:
+                payload = _mapped(fds)  # ValueError: an empty one
                 if kind != b"V":
                     raise ValueError(f"unexpected frame {kind!r}")
                 self._take(_MESSAGE.decode(meta), payload)
