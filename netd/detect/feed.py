@@ -199,9 +199,12 @@ def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
     # when other counters of the port are held (a device or driver reset shows as every counter
     # going backwards), the wrap is not believed.
     unknown = view.saturated | view.wrapped if view.held else view.saturated
+    # Counters on the slow cadence give no delta: no detector reads them, and their rates span their
+    # own longer read interval (docs/metrics.md, Read cadence).
+    slow = view.sample.slow_counters
     seen: set[str] = set()
     for raw, c in view.sample.counters.items():
-        if c.name in seen:
+        if c.name in seen or raw in slow:
             continue
         seen.add(c.name)
         rate = view.rates.get(raw)

@@ -453,10 +453,12 @@ def test_device_vanishing_mid_read_is_skipped_that_tick(
     source.read(0.0)  # descriptors now open: they would still serve the removed files' old values
     read_port = RdmaSysfs._read_port
 
-    def unplug_then_read(self: RdmaSysfs, device: str, driver: str | None, port: object) -> PortSample:
+    def unplug_then_read(
+        self: RdmaSysfs, device: str, driver: str | None, port: object, slow: bool
+    ) -> PortSample:
         if device == "mlx5_0" and "mlx5_0" in tree.devices():
             tree.remove_device("mlx5_0")  # hot unplug between the stat and the reads
-        return read_port(self, device, driver, port)  # type: ignore[arg-type]
+        return read_port(self, device, driver, port, slow)  # type: ignore[arg-type]
 
     monkeypatch.setattr(RdmaSysfs, "_read_port", unplug_then_read)
     assert [s.device for s in source.read(1.0)] == ["mlx5_1"]
