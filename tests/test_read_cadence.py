@@ -3,6 +3,7 @@ at ``[rdma] slow_interval``, and what the series layer and the detectors' feed m
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,11 +11,12 @@ import pytest
 
 from netd.detect import baseline, counters, feed, loss
 from netd.emulated.sysfs_tree import DeviceSpec, SysfsTree
-from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, Snapshot, frozen_map
+from netd.model.snapshot import Counter, CounterGroup, Overflow, Snapshot, frozen_map
 from netd.series.port_signals import ERROR_VOCABULARY
 from netd.series.tracker import SeriesTracker
 from netd.sources.rdma import RdmaSysfs
 from netd.vocabulary.metric_names import TICK_COUNTERS
+from tests.test_detect_feed import port_sample
 
 MLX5 = DeviceSpec("mlx5_0", netdev="ens1f0np0", pci="0000:41:00.0")
 TICK_FILES = ("port_rcv_data", "np_ecn_marked_roce_packets", "symbol_error", "out_of_sequence")
@@ -91,55 +93,51 @@ def test_slow_counters_are_read_every_slow_interval_and_carried_over_between(
         src.close()
 
 
-def test_fewer_files_are_read_between_slow_reads(tree: SysfsTree) -> None:
+@pytest.fixture
+def slow_source(tree: SysfsTree) -> Iterator[RdmaSysfs]:
     src = RdmaSysfs(tree.root, slow_interval_s=10.0)
-    try:
-        src.read(0.0)
-        every = src.files_read
-        src.read(1.0)
-        assert src.files_read == every - len(src.read(1.0)[0].slow_counters)
-        assert src.files_read < every * 0.6  # mlx5: 24 of 52 files are export-only
-    finally:
-        src.close()
+    yield src
+    src.close()
 
 
-def test_a_slow_counters_read_error_is_carried_until_it_reads_again(tree: SysfsTree) -> None:
-    src = RdmaSysfs(tree.root, slow_interval_s=10.0)
-    try:
-        src.read(0.0)
-        tree.set_raw("mlx5_0", 1, CounterGroup.HW, "req_cqe_error", "garbage\n")
-        (at_slow,) = src.read(10.0)
-        (between,) = src.read(11.0)
-        for port in (at_slow, between):  # absent and named, never the last good value
-            assert "req_cqe_error" not in port.counters
-            assert any(e.startswith("hw_counters/req_cqe_error") for e in port.read_errors)
-        tree.set_raw("mlx5_0", 1, CounterGroup.HW, "req_cqe_error", "7\n")
-        assert src.read(12.0)[0].read_errors == between.read_errors  # as the last slow read left it
-        (fixed,) = src.read(20.0)
-        assert fixed.counters["req_cqe_error"].value == 7 and fixed.read_errors == ()
-    finally:
-        src.close()
+def test_fewer_files_are_read_between_slow_reads(slow_source: RdmaSysfs) -> None:
+    (first,) = slow_source.read(0.0)
+    every = slow_source.files_read
+    slow_source.read(1.0)
+    assert slow_source.files_read == every - len(first.slow_counters)
+    assert slow_source.files_read < every * 0.6  # mlx5: 23 of 52 files are export-only
+
+
+def test_a_slow_counters_read_error_is_carried_until_it_reads_again(
+    tree: SysfsTree, slow_source: RdmaSysfs
+) -> None:
+    slow_source.read(0.0)
+    tree.set_raw("mlx5_0", 1, CounterGroup.HW, "req_cqe_error", "garbage\n")
+    (at_slow,) = slow_source.read(10.0)
+    (between,) = slow_source.read(11.0)
+    for port in (at_slow, between):  # absent and named, never the last good value
+        assert "req_cqe_error" not in port.counters
+        assert any(e.startswith("hw_counters/req_cqe_error") for e in port.read_errors)
+    tree.set_raw("mlx5_0", 1, CounterGroup.HW, "req_cqe_error", "7\n")
+    assert slow_source.read(12.0)[0].read_errors == between.read_errors  # as the last slow read left it
+    (fixed,) = slow_source.read(20.0)
+    assert fixed.counters["req_cqe_error"].value == 7 and fixed.read_errors == ()
 
 
 # -- the series layer --------------------------------------------------------------------------
 
 
 def _snap(t: float, fast: int, slow: int, slow_read: bool, saturated: int = 0) -> Snapshot:
-    port = PortSample(
-        device="mlx5_0",
-        port=1,
-        netdev="eth0",
-        link_layer="Ethernet",
-        state="ACTIVE",
-        phys_state="LinkUp",
-        rate_gbps=200.0,
-        counters=frozen_map(
-            {
-                "rx": Counter("rx", "rx_packets", CounterGroup.PMA, fast, 64, Overflow.WRAP),
-                "cqe": Counter("cqe", "req_cqe_error", CounterGroup.HW, slow, 32, Overflow.WRAP),
-                "wait": Counter("wait", "port_xmit_wait", CounterGroup.PMA, saturated, 32, Overflow.SATURATE),
-            }
-        ),
+    """A port with one per-tick counter (``rx``), and two on the slow cadence: a 32-bit wrapping one
+    (``cqe``) and a saturating one (``wait``)."""
+    counters = {
+        "rx": Counter("rx", "rx_packets", CounterGroup.PMA, fast, 64, Overflow.WRAP),
+        "cqe": Counter("cqe", "req_cqe_error", CounterGroup.HW, slow, 32, Overflow.WRAP),
+        "wait": Counter("wait", "port_xmit_wait", CounterGroup.PMA, saturated, 32, Overflow.SATURATE),
+    }
+    port = dataclasses.replace(
+        port_sample("mlx5_0", "eth0", fast),
+        counters=frozen_map(counters),
         slow_counters=frozenset({"cqe", "wait"}),
         slow_read=slow_read,
     )
