@@ -3,7 +3,8 @@
 Each tick: one listdir of the class directory, one stat per device before
 and after reading it, and one ``pread`` per attribute and counter file on a
 descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`) while the
-descriptor budget lasts, open-pread-close beyond it. What
+descriptor budget lasts, open-pread-close beyond it (opened by name under the
+port's directory, one kept descriptor a port, while the directory budget lasts). What
 changes rarely (the port list, the counter file names and their meaning, the
 netdev, GID types, link layer, driver) is the device's *layout*, scanned again
 every ``rescan_interval_s`` or at once when the device directory changes
@@ -48,6 +49,7 @@ _COUNTER_READ = 64  # bytes per counter pread: "%llu\n" is at most 21
 # Ticks jitter around whole intervals: a slow read due within this fraction of the slow interval is
 # taken now rather than a whole tick later.
 _SLOW_EARLY = 0.05
+_ATTRS = ("rate", "state", "phys_state")  # read every tick with the counters
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +254,9 @@ class RdmaSysfs:
             link_layer=read_text(port_dir / "link_layer", _SOURCE) or None,
             gid_types=_gid_types(port_dir),
             files=tuple(every),
-            groups=_groups(tuple(f.path for f in every)),
+            groups=_groups(str(port_dir), tuple(f.path for f in every)),
             slow_files=tuple(slow),
-            slow_groups=_groups(tuple(f.path for f in slow)),
+            slow_groups=_groups(str(port_dir), tuple(f.path for f in slow)),
             slow_keys=frozenset(f.key for f in slow),
         )
 
@@ -276,7 +278,7 @@ class RdmaSysfs:
                 if seen is not None and seen[2] is f:
                     counters[f.key] = seen[1]
             errors.extend(self._slow_errors.get(port.attrs, ()))
-        rate_text = self._attr(port.attrs + "rate")
+        rate_text, state, phys_state = (self._attr(a) for a in self._cache.read_dir(port.attrs[:-1], _ATTRS))
         problem = rate_problem(rate_text)
         if problem:
             errors.append(f"rate: {problem}")
@@ -285,8 +287,8 @@ class RdmaSysfs:
             port=port.port,
             netdev=port.netdev,
             link_layer=port.link_layer,
-            state=parse_state(self._attr(port.attrs + "state")),
-            phys_state=parse_state(self._attr(port.attrs + "phys_state")),
+            state=parse_state(state),
+            phys_state=parse_state(phys_state),
             rate_gbps=None if problem else rate_value(rate_text),
             gid_types=port.gid_types,
             driver=driver,
@@ -341,12 +343,9 @@ class RdmaSysfs:
             last[f.path] = (data, c, f)
         self.files_read += len(files)
 
-    def _attr(self, path: str) -> str | None:
-        try:
-            data = self._cache.read(path)
-        except SourceError:
-            return None
-        return None if data is None else data.decode("utf-8", "replace").strip()
+    @staticmethod
+    def _attr(data: bytes | None | SourceError) -> str | None:
+        return data.decode("utf-8", "replace").strip() if isinstance(data, bytes) else None
 
 
 def _counter(f: _File, value: int) -> Counter:
@@ -358,11 +357,18 @@ def _counter(f: _File, value: int) -> Counter:
     return Counter(f.raw_name, spec.name, f.group, value * spec.scale, spec.width, spec.overflow, spec.scale)
 
 
-def _groups(paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Consecutive paths of one directory as (directory, names), in order."""
+def _groups(port_dir: str, paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Consecutive paths of one directory as (directory, names), in order. Files under the port's
+    directory are named from it (``counters/<name>``, ``hw_counters/<name>``): one kept directory
+    descriptor a port serves both groups and the port's attributes, so 16 ports fit the directory
+    budget (two directories a port did not, and the rest were opened by their full path)."""
     out: list[tuple[str, list[str]]] = []
+    prefix = f"{port_dir}/"
     for path in paths:
-        head, _, name = path.rpartition("/")
+        if path.startswith(prefix):
+            head, name = port_dir, path[len(prefix) :]
+        else:  # hw_counters of the device (single-port switchdev mlx5)
+            head, _, name = path.rpartition("/")
         if out and out[-1][0] == head:
             out[-1][1].append(name)
         else:
