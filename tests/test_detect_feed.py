@@ -109,3 +109,34 @@ def test_tick_and_pfc_inputs() -> None:
     assert pfc.path is InputPath.PFC and round(pfc.interval_s or 0, 6) == 0.1
     assert [(p.device, p.priorities[0].rx_pause_frames) for p in pfc.ports] == [("mlx5_0", 20.0)]
     assert pause >= 0
+
+
+def test_the_pfc_path_fetches_only_what_its_detectors_read() -> None:
+    """A fast sample (12 a second) reads pause frames and time, packets and the NIC's storm events;
+    transitions and discards are judged at ticks only, where the full sample still has them."""
+    names = mlx5_ethtool_names((3,))
+    stats = {n: i for i, n in enumerate(names)}
+    tracker, feed = SeriesTracker(), DetectFeed()
+    for t in (0.0, 1.0):
+        snap = Snapshot(
+            timestamp=1000 + t,
+            monotonic=t,
+            host="h",
+            ports=(port_sample("mlx5_0", "n0", 0),),
+            ethtool=frozen_map(eth("n0", **{n: v * int(1 + t) for n, v in stats.items()})),
+        )
+        inp = feed.tick_input(tracker.update(snap))
+    assert set(feed.pfc_wanted()["n0"]) == {
+        "rx_prio3_pause",
+        "rx_prio3_pause_duration",
+        "tx_prio3_pause",
+        "tx_prio3_pause_duration",
+        "rx_prio3_packets",
+        "tx_prio3_packets",
+        "tx_pause_storm_warning_events",
+        "tx_pause_storm_error_events",
+    }
+    tick = inp.port("mlx5_0", 1)
+    assert tick is not None
+    assert tick.priorities[0].rx_discards == stats["rx_prio3_discards"]
+    assert tick.priorities[0].rx_pause_transitions == stats["rx_prio3_pause_transition"]

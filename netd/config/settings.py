@@ -46,6 +46,11 @@ class RdmaConfig(_Section):
     include: tuple[str, ...] = ("*",)  # fnmatch patterns on RDMA device names
     exclude: tuple[str, ...] = ()
     rescan_interval: float = Field(30.0, gt=0, description="seconds between re-listing counter files")
+    # Counters no per-tick signal or detector reads (netd.vocabulary.metric_names.TICK_COUNTERS) are
+    # read this often, their last readings carried over in between; 0 reads them every tick.
+    slow_interval: float = Field(
+        10.0, ge=0, le=3600, description="seconds between reads of the export-only counters"
+    )
 
 
 class EthtoolConfig(_Section):

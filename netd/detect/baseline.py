@@ -67,6 +67,15 @@ class _Baseline:
     under: int = 0
     active: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)
+    # robust_threshold of the history as it is, with the (z, min_rate) it was computed for: two sorts
+    # per port per tick otherwise, while a calm port's history (all zeros) never changes
+    judged: tuple[float, float, tuple[float, float, float]] | None = None
+
+
+def _judged(st: _Baseline, z: float, min_rate: float) -> tuple[float, float, float]:
+    if st.judged is None or st.judged[:2] != (z, min_rate):
+        st.judged = (z, min_rate, robust_threshold(list(st.history), z, min_rate))
+    return st.judged[2]
 
 
 class BaselineDetector(PerPortDetector[tuple[str, int], _Baseline]):
@@ -92,9 +101,7 @@ class BaselineDetector(PerPortDetector[tuple[str, int], _Baseline]):
         if p.key in self._congested:
             st.over = 0  # explained by congestion; an open shift is kept (and suppressed) as it was
         elif len(st.history) >= cfg.baseline_min_samples:
-            threshold, median, spread = robust_threshold(
-                list(st.history), cfg.baseline_z, cfg.baseline_min_rate
-            )
+            threshold, median, spread = _judged(st, cfg.baseline_z, cfg.baseline_min_rate)
             if rate > threshold:
                 st.over, st.under = st.over + 1, 0
                 st.evidence = {
@@ -110,6 +117,8 @@ class BaselineDetector(PerPortDetector[tuple[str, int], _Baseline]):
                 st.active = True
             elif st.active and st.under >= cfg.baseline_persist_ticks:
                 st.active = False
+        if not (len(st.history) == st.history.maxlen and st.history[0] == rate):
+            st.judged = None  # the history's values change (a full one that drops a like value does not)
         st.history.append(rate)
 
     def _finding(self, host: str, p: PortInput, key: tuple[str, int], st: _Baseline) -> Candidate | None:

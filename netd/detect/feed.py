@@ -124,6 +124,9 @@ _FIELDS = (
 
 
 _PAUSE = frozenset({"rx_pause_frames", "rx_pause_us", "tx_pause_frames", "tx_pause_us"})
+# What the PFC path's detectors (pfc, spreading) read of a priority; transitions and discards are read
+# at ticks only (loss, evidence), so the fast path, 12 samples a second, does not fetch them.
+_PFC_PATH = _PAUSE | {"tx_packets", "rx_packets"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +140,9 @@ class _Layout:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """Every statistic this layout reads: all the PFC path needs of the netdev."""
+        """The statistics the PFC path reads of the netdev (a fast sample fetches these)."""
         storm = tuple(n for n in (self.storm_warning, self.storm_error) if n is not None)
-        return tuple(n for _, fields in self.priorities for _, n in fields) + storm
+        return tuple(n for _, fields in self.priorities for f, n in fields if f in _PFC_PATH) + storm
 
     @property
     def pause_names(self) -> tuple[str, ...]:
@@ -199,9 +202,12 @@ def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
     # when other counters of the port are held (a device or driver reset shows as every counter
     # going backwards), the wrap is not believed.
     unknown = view.saturated | view.wrapped if view.held else view.saturated
+    # Counters on the slow cadence give no delta: no detector reads them, and their rates span their
+    # own longer read interval (docs/metrics.md, Read cadence).
+    slow = view.sample.slow_counters
     seen: set[str] = set()
     for raw, c in view.sample.counters.items():
-        if c.name in seen:
+        if c.name in seen or raw in slow:
             continue
         seen.add(c.name)
         rate = view.rates.get(raw)
@@ -225,7 +231,7 @@ class DetectFeed:
 
     def pfc_wanted(self) -> Mapping[str, tuple[str, ...]]:
         """PFC netdev -> the statistics the PFC path reads of it (learnt at the last tick): a fast
-        sample needs these ~10 of mlx5's ~160."""
+        sample needs these ~8 of mlx5's ~160."""
         return self._pfc_names
 
     def pause_signature(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...]:

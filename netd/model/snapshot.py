@@ -124,6 +124,11 @@ class PortSample(PortIdentity):
     driver: str | None = None  # "mlx5", "bnxt_re", "irdma", "rxe", or None when unknown
     counters: Mapping[str, Counter] = field(default_factory=frozen_map)
     read_errors: tuple[str, ...] = ()  # counter files that failed to parse this tick (name: reason)
+    # Keys of ``counters`` read at the slow cadence (``[rdma] slow_interval``: no per-tick signal or
+    # detector reads them), and whether this sample read them: when not, their readings (and their
+    # read errors) are those of the last sample that did, carried over (docs/metrics.md, Read cadence).
+    slow_counters: frozenset[str] = frozenset()
+    slow_read: bool = True
 
     def by_name(self) -> Mapping[str, Counter]:
         """Counters keyed by netd vocabulary name (first reading wins, PMA before HW)."""

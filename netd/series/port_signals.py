@@ -25,22 +25,9 @@ from dataclasses import dataclass
 
 from netd.series.tracker import NetdevView, PortView
 from netd.vocabulary.ethtool_names import EthtoolSignals, parse_signals
-from netd.vocabulary.metric_names import PMA_ERROR_KINDS
+from netd.vocabulary.metric_names import ERROR_VOCABULARY
 
 __all__ = ["ERROR_VOCABULARY", "PortSignals", "PriorityPause", "netdev_signals", "port_signals"]
-
-ERROR_VOCABULARY = frozenset(
-    {
-        "out_of_sequence",
-        "seq_err",
-        "implied_nak_seq_err",
-        "rnr",
-        "out_of_buffer",
-        "icrc_errors",
-        "retries_exceeded",
-    }
-    | PMA_ERROR_KINDS
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,10 @@ collects what one tick derived into views:
 * ``rates`` — per second, present only when known: absent on the first reading, while a reading is
   held, after a confirmed reset's interval and for a saturated counter;
 * ``saturated``, ``resets`` (confirmed this tick) and ``held`` (waiting for the next reading).
+
+Counters on the RDMA source's slow cadence (``PortSample.slow_counters``) go through the model only
+when read (``slow_read``), over the interval since their last read; in between their totals stand
+and their rates are those of their last read interval (docs/metrics.md, Read cadence).
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ class SeriesTracker:
         # scope ("mlx5_0/1", "netdev:ens1f0np0") -> counter name -> its track
         self._state: dict[str, dict[str, CounterTrack]] = {}
         self._netdev_last: dict[str, _NetdevLast] = {}
+        # scope -> (monotonic of its last slow read, the slow counters' rates over the interval it ended)
+        self._slow: dict[str, tuple[float, dict[str, float]]] = {}
         self._last_monotonic: float | None = None
         self.events: Tally[str] = Tally()  # _EVENTS value -> count since start
 
@@ -117,7 +123,7 @@ class SeriesTracker:
         if dt is not None and dt <= 0:
             dt = None  # same or reordered tick: no rate rather than an infinite one
         seen: set[str] = set()
-        ports = tuple(self._port_view(p, dt, seen) for p in snap.ports)
+        ports = tuple(self._port_view(p, dt, seen, snap.monotonic) for p in snap.ports)
         line = {p.netdev: p.rate_gbps for p in snap.ports if p.netdev}
         netdevs = {n: self._netdev_view(s, line.get(n), dt, seen) for n, s in snap.ethtool.items()}
         # Forget counters that disappeared, so a device that returns starts afresh
@@ -126,6 +132,7 @@ class SeriesTracker:
         for scope in [k for k in self._state if k not in seen]:
             del self._state[scope]
             self._netdev_last.pop(scope, None)
+            self._slow.pop(scope, None)
         self._last_monotonic = snap.monotonic
         return Observation(snapshot=snap, ports=ports, netdevs=frozen_map(netdevs), interval_s=dt)
 
@@ -140,27 +147,40 @@ class SeriesTracker:
                 del tracks[gone]
         return tracks
 
-    def _port_view(self, p: PortSample, dt: float | None, seen: set[str]) -> PortView:
-        tracks = self._tracks(f"{p.device}/{p.port}", p.counters, seen)
+    def _port_view(self, p: PortSample, dt: float | None, seen: set[str], now: float) -> PortView:
+        scope = f"{p.device}/{p.port}"
+        tracks = self._tracks(scope, p.counters, seen)
         totals: dict[str, int] = {}
         rates: dict[str, float] = {}
         flagged: dict[DeltaKind, set[str]] = {}
         gbps = p.rate_gbps
         wrap = Overflow.WRAP
+        slow = p.slow_counters
+        slow_dt, slow_rates = self._slow_interval(scope, p, now) if slow else (dt, {})
         for raw, c in p.counters.items():
             track = tracks.get(raw)
             value = c.value
+            step_dt = dt
+            if raw in slow:
+                if not p.slow_read and track is not None:  # carried over: its last read stands
+                    totals[raw] = track.total
+                    if (rate := slow_rates.get(raw)) is not None:
+                        rates[raw] = rate
+                    if c.overflow is not wrap and c.saturated:
+                        flagged.setdefault(DeltaKind.SATURATED, set()).add(raw)
+                    continue
+                step_dt = slow_dt
             if track is None:
                 tracks[raw] = track = CounterTrack(value)
                 kind, rate = (DeltaKind.SATURATED if c.saturated else DeltaKind.NORMAL), None
             elif value == track.raw and track.held is None and (c.overflow is wrap or not c.saturated):
                 totals[raw] = track.total  # unchanged: a zero delta, whatever the counter
-                if dt:
+                if step_dt:
                     rates[raw] = 0.0
                 continue
             else:
                 ceiling = ceiling_per_s(c.name, gbps)
-                kind, rate = track.step(value, dt, ceiling, c.width, c.overflow, c.scale)
+                kind, rate = track.step(value, step_dt, ceiling, c.width, c.overflow, c.scale)
             totals[raw] = track.total
             if rate is not None:
                 rates[raw] = rate
@@ -168,6 +188,10 @@ class SeriesTracker:
                 flagged.setdefault(kind, set()).add(raw)
                 if kind in _EVENTS:
                     self.events[kind.value] += 1
+
+        if slow and p.slow_read:  # the slow counters' rates stand until their next read
+            slow_rates.clear()
+            slow_rates.update((raw, rates[raw]) for raw in slow if raw in rates)
 
         def of(kind: DeltaKind) -> frozenset[str]:
             return frozenset(flagged.get(kind, ()))
@@ -181,6 +205,17 @@ class SeriesTracker:
             of(DeltaKind.HELD),
             of(DeltaKind.WRAP),
         )
+
+    def _slow_interval(self, scope: str, p: PortSample, now: float) -> tuple[float | None, dict[str, float]]:
+        """(seconds since the port's last slow read when this sample is one, else None; the slow
+        counters' standing rates). A slow read starts a new interval."""
+        last = self._slow.get(scope)
+        if not p.slow_read:
+            return None, ({} if last is None else last[1])
+        dt = None if last is None or now <= last[0] else now - last[0]
+        rates = {} if last is None else last[1]
+        self._slow[scope] = (now, rates)
+        return dt, rates
 
     def _netdev_view(
         self, s: EthtoolSample, gbps: float | None, dt: float | None, seen: set[str]

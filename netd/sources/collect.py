@@ -38,6 +38,7 @@ class Sampler:
         rdma_include: tuple[str, ...] = ("*",),
         rdma_exclude: tuple[str, ...] = (),
         rescan_interval_s: float = 30.0,
+        slow_interval_s: float = 0.0,
         ethtool_enabled: bool = True,
         ethtool_backend: str = "auto",
         ethtool_include: tuple[str, ...] = ("*",),
@@ -49,7 +50,11 @@ class Sampler:
         self.host = host or socket.gethostname()
         self.emulated = emulated
         self.rdma = RdmaSysfs(
-            sysfs_root, include=rdma_include, exclude=rdma_exclude, rescan_interval_s=rescan_interval_s
+            sysfs_root,
+            include=rdma_include,
+            exclude=rdma_exclude,
+            rescan_interval_s=rescan_interval_s,
+            slow_interval_s=slow_interval_s,
         )
         self.ethtool: EthtoolSource | None = None
         if ethtool_enabled:
@@ -68,6 +73,7 @@ class Sampler:
             rdma_include=cfg.rdma.include,
             rdma_exclude=cfg.rdma.exclude,
             rescan_interval_s=cfg.rdma.rescan_interval,
+            slow_interval_s=cfg.rdma.slow_interval,
             ethtool_enabled=cfg.ethtool.enabled,
             ethtool_backend=cfg.ethtool.backend,
             ethtool_include=cfg.ethtool.include,

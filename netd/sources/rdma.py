@@ -3,13 +3,20 @@
 Each tick: one listdir of the class directory, one stat per device before
 and after reading it, and one ``pread`` per attribute and counter file on a
 descriptor kept open (:class:`~netd.sources.sysfs_io.PreadCache`) while the
-descriptor budget lasts, open-pread-close beyond it. What
+descriptor budget lasts, open-pread-close beyond it (opened by name under the
+port's directory, one kept descriptor a port, while the directory budget lasts). What
 changes rarely (the port list, the counter file names and their meaning, the
 netdev, GID types, link layer, driver) is the device's *layout*, scanned again
 every ``rescan_interval_s`` or at once when the device directory changes
 identity (hot unplug and return, driver reload). A bad value never raises and
 never hides the other counters: it is left out and named in
 ``PortSample.read_errors``.
+
+Two cadences (docs/metrics.md, Read cadence): the counters some per-tick signal or detector reads
+(``netd.vocabulary.metric_names.TICK_COUNTERS``) are read on every call; the others only feed
+exported totals and are read every ``slow_interval_s``, their last readings carried over in between
+(``PortSample.slow_counters``, ``slow_read``). On mlx5 that is 23 of 52 files a port: each file read
+is three syscalls under the descriptor budget, and the reads were most of a calm daemon's CPU.
 """
 
 from __future__ import annotations
@@ -33,11 +40,16 @@ from netd.sources.sysfs_io import (
     read_text,
     stat_identity,
 )
+from netd.vocabulary.metric_names import TICK_COUNTERS
 
 __all__ = ["RdmaSysfs", "parse_counter", "parse_rate", "parse_state", "rate_problem"]
 
 _SOURCE = "rdma"
 _COUNTER_READ = 64  # bytes per counter pread: "%llu\n" is at most 21
+# Ticks jitter around whole intervals: a slow read due within this fraction of the slow interval is
+# taken now rather than a whole tick later.
+_SLOW_EARLY = 0.05
+_ATTRS = ("rate", "state", "phys_state")  # read every tick with the counters
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +75,11 @@ class _Port:
     netdev: str | None
     link_layer: str | None
     gid_types: tuple[str, ...]
-    files: tuple[_File, ...]
-    paths: tuple[str, ...] = ()  # the files' paths, in order, for one batched read per tick
+    files: tuple[_File, ...]  # read on every call
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the same files as (directory, names) runs
+    slow_files: tuple[_File, ...] = ()  # read every slow_interval_s (docs/metrics.md, Read cadence)
+    slow_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    slow_keys: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +101,16 @@ class RdmaSysfs:
         rescan_interval_s: float = 30.0,
         max_open: int = DEFAULT_MAX_OPEN,
         max_dirs: int = DEFAULT_MAX_DIRS,
+        slow_interval_s: float = 0.0,
     ) -> None:
         self._root = Path(sysfs) / "class" / "infiniband"
         self._include = tuple(include)
         self._exclude = tuple(exclude)
         self._rescan = rescan_interval_s
+        self._slow = slow_interval_s  # 0: every counter on every call
+        self._slow_at: dict[str, float] = {}  # device -> when its slow counters were last read
+        # port attrs path -> the read errors of its slow counters at their last read (carried too)
+        self._slow_errors: dict[str, tuple[str, ...]] = {}
         # Files of the real /sys are never replaced; a replayed or emulated tree's may be (by rename),
         # and a kept descriptor would then read a frozen value: check those (sysfs_io, Replayed trees).
         self._cache = PreadCache(
@@ -150,6 +169,7 @@ class RdmaSysfs:
 
     def _forget(self, name: str) -> None:
         self._layouts.pop(name, None)
+        self._slow_at.pop(name, None)
         prefix = f"{self._root / name}/"
         self._cache.forget(prefix)
         self._forget_readings(prefix)
@@ -157,6 +177,8 @@ class RdmaSysfs:
     def _forget_readings(self, prefix: str) -> None:
         for path in [p for p in self._last if p.startswith(prefix)]:
             del self._last[path]
+        for path in [p for p in self._slow_errors if p.startswith(prefix)]:
+            del self._slow_errors[path]
 
     def _read_device(self, name: str, now: float) -> list[PortSample]:
         dev_dir = self._root / name
@@ -171,8 +193,13 @@ class RdmaSysfs:
             layout = None
         if layout is None or now - layout.scanned_at >= self._rescan:
             self._forget_readings(f"{dev_dir}/")  # files the new layout no longer has
+            self._slow_at.pop(name, None)  # nothing to carry over: read every counter now
             layout = self._layouts[name] = self._scan(name, dev_dir, identity, now)
-        samples = [self._read_port(name, layout.driver, p) for p in layout.ports]
+        slow_at = self._slow_at.get(name)
+        slow = slow_at is None or now - slow_at >= self._slow * (1 - _SLOW_EARLY)
+        if slow:
+            self._slow_at[name] = now
+        samples = [self._read_port(name, layout.driver, p, slow) for p in layout.ports]
         if stat_identity(dev_dir) != identity:
             # Gone (or replaced) while we read: kept descriptors may have served the dead
             # device's last values, so report nothing for it this tick.
@@ -218,26 +245,72 @@ class RdmaSysfs:
                     spec.scale,
                     spec.raw_max,
                 )
+        every = [f for f in files.values() if f.name in TICK_COUNTERS or self._slow <= 0]
+        slow = [f for f in files.values() if f.name not in TICK_COUNTERS and self._slow > 0]
         return _Port(
             port=port,
             attrs=f"{port_dir}/",
             netdev=_netdev(dev_dir, port_dir, port),
             link_layer=read_text(port_dir / "link_layer", _SOURCE) or None,
             gid_types=_gid_types(port_dir),
-            files=tuple(files.values()),
-            paths=tuple(f.path for f in files.values()),
-            groups=_groups(tuple(f.path for f in files.values())),
+            files=tuple(every),
+            groups=_groups(str(port_dir), tuple(f.path for f in every)),
+            slow_files=tuple(slow),
+            slow_groups=_groups(str(port_dir), tuple(f.path for f in slow)),
+            slow_keys=frozenset(f.key for f in slow),
         )
 
     # -- per tick ---------------------------------------------------------------------------
 
-    def _read_port(self, device: str, driver: str | None, port: _Port) -> PortSample:
+    def _read_port(self, device: str, driver: str | None, port: _Port, slow: bool) -> PortSample:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
+        self._read_files(port.files, port.groups, counters, errors)
+        if slow:
+            slow_errors: list[str] = []
+            self._read_files(port.slow_files, port.slow_groups, counters, slow_errors)
+            self._slow_errors[port.attrs] = tuple(slow_errors)
+            errors.extend(slow_errors)
+        else:  # the last readings, as the last slow read left them
+            last = self._last
+            for f in port.slow_files:
+                seen = last.get(f.path)
+                if seen is not None and seen[2] is f:
+                    counters[f.key] = seen[1]
+            errors.extend(self._slow_errors.get(port.attrs, ()))
+        rate_text, state, phys_state = (self._attr(a) for a in self._cache.read_dir(port.attrs[:-1], _ATTRS))
+        problem = rate_problem(rate_text)
+        if problem:
+            errors.append(f"rate: {problem}")
+        return PortSample(
+            device=device,
+            port=port.port,
+            netdev=port.netdev,
+            link_layer=port.link_layer,
+            state=parse_state(state),
+            phys_state=parse_state(phys_state),
+            rate_gbps=None if problem else rate_value(rate_text),
+            gid_types=port.gid_types,
+            driver=driver,
+            counters=frozen_map(counters),
+            read_errors=tuple(errors),
+            slow_counters=port.slow_keys,
+            slow_read=slow,
+        )
+
+    def _read_files(
+        self,
+        files: tuple[_File, ...],
+        groups: tuple[tuple[str, tuple[str, ...]], ...],
+        counters: dict[str, Counter],
+        errors: list[str],
+    ) -> None:
+        """Read ``files`` (as ``groups``, one batched read per directory) into ``counters``; a file
+        that fails is named in ``errors`` and left out."""
         last = self._last
         read = self._cache.read_dir
-        texts = [data for directory, names in port.groups for data in read(directory, names, _COUNTER_READ)]
-        for f, data in zip(port.files, texts, strict=True):
+        texts = [data for directory, names in groups for data in read(directory, names, _COUNTER_READ)]
+        for f, data in zip(files, texts, strict=True):
             seen = last.get(f.path)
             if seen is not None and seen[0] == data and seen[2] is f:  # same text, same layout
                 counters[f.key] = seen[1]
@@ -247,11 +320,9 @@ class RdmaSysfs:
                     data = self._cache.read(f.path)
                 except SourceError as exc:
                     data = exc
-            if isinstance(data, SourceError):  # EISDIR, EIO, ...: this counter only
-                errors.append(f"{f.label}: {data}")
-                continue
-            if data is None:
-                errors.append(f"{f.label}: unreadable")
+            if isinstance(data, SourceError) or data is None:  # EISDIR, EIO, ...: this counter only
+                errors.append(f"{f.label}: {'unreadable' if data is None else data}")
+                last.pop(f.path, None)  # nothing to carry over until it reads again
                 continue
             # Fast path for the one shape sysfs prints ("%llu\n"); anything else takes the
             # careful parser, which explains what is wrong.
@@ -266,34 +337,15 @@ class RdmaSysfs:
             value, problem = parse_counter(data)
             if value is None:
                 errors.append(f"{f.label}: {problem}")
+                last.pop(f.path, None)
                 continue
             c = counters[f.key] = _counter(f, value)
             last[f.path] = (data, c, f)
-        self.files_read += len(port.files)
-        rate_text = self._attr(port.attrs + "rate")
-        problem = rate_problem(rate_text)
-        if problem:
-            errors.append(f"rate: {problem}")
-        return PortSample(
-            device=device,
-            port=port.port,
-            netdev=port.netdev,
-            link_layer=port.link_layer,
-            state=parse_state(self._attr(port.attrs + "state")),
-            phys_state=parse_state(self._attr(port.attrs + "phys_state")),
-            rate_gbps=None if problem else rate_value(rate_text),
-            gid_types=port.gid_types,
-            driver=driver,
-            counters=frozen_map(counters),
-            read_errors=tuple(errors),
-        )
+        self.files_read += len(files)
 
-    def _attr(self, path: str) -> str | None:
-        try:
-            data = self._cache.read(path)
-        except SourceError:
-            return None
-        return None if data is None else data.decode("utf-8", "replace").strip()
+    @staticmethod
+    def _attr(data: bytes | None | SourceError) -> str | None:
+        return data.decode("utf-8", "replace").strip() if isinstance(data, bytes) else None
 
 
 def _counter(f: _File, value: int) -> Counter:
@@ -305,11 +357,18 @@ def _counter(f: _File, value: int) -> Counter:
     return Counter(f.raw_name, spec.name, f.group, value * spec.scale, spec.width, spec.overflow, spec.scale)
 
 
-def _groups(paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Consecutive paths of one directory as (directory, names), in order."""
+def _groups(port_dir: str, paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Consecutive paths of one directory as (directory, names), in order. Files under the port's
+    directory are named from it (``counters/<name>``, ``hw_counters/<name>``): one kept directory
+    descriptor a port serves both groups and the port's attributes, so 16 ports fit the directory
+    budget (two directories a port did not, and the rest were opened by their full path)."""
     out: list[tuple[str, list[str]]] = []
+    prefix = f"{port_dir}/"
     for path in paths:
-        head, _, name = path.rpartition("/")
+        if path.startswith(prefix):
+            head, name = port_dir, path[len(prefix) :]
+        else:  # hw_counters of the device (single-port switchdev mlx5)
+            head, _, name = path.rpartition("/")
         if out and out[-1][0] == head:
             out[-1][1].append(name)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["PMA_ERROR_KINDS", "RDMA_COUNTERS", "RdmaMetric"]
+__all__ = ["ERROR_VOCABULARY", "PMA_ERROR_KINDS", "RDMA_COUNTERS", "TICK_COUNTERS", "RdmaMetric"]
 
 
 class RdmaMetric(NamedTuple):
@@ -80,4 +80,26 @@ PMA_ERROR_KINDS = frozenset(
         "excessive_buffer_overrun_errors",
         "VL15_dropped",
     }
+)
+
+# Loss and error events that should be zero in a lossless fabric: a port's ``errors_per_s``
+# (netd.series.port_signals) and the congestion score's loss component.
+ERROR_VOCABULARY = (
+    frozenset({"out_of_sequence", "seq_err", "implied_nak_seq_err", "rnr", "out_of_buffer"})
+    | frozenset({"icrc_errors", "retries_exceeded"})
+    | PMA_ERROR_KINDS
+)
+
+# The vocabulary names some per-tick consumer reads: the port signals and congestion components
+# (netd.series.port_signals, netd.congestion.host), the detectors (loss, link, counter stalls, the CNP
+# baseline, congestion spreading) and the NCCL hints built on them. Every other RDMA counter (unicast
+# and multicast packet counts, completion and access errors, request counts, slow-restart counts and
+# whatever a driver adds without a netd name) only feeds exported totals, so the RDMA source reads it at
+# the slow cadence, ``[rdma] slow_interval`` (docs/metrics.md, Read cadence). A consumer that starts
+# reading another name adds it here; tests/test_read_cadence.py checks the consumers it knows.
+TICK_COUNTERS = (
+    frozenset({"rx_bytes", "tx_bytes", "rx_packets", "tx_packets"})  # rates, stalls, spreading
+    | frozenset({"ecn_marked", "cnp_sent", "cnp_handled", "cnp_ignored"})  # CE fraction, CNPs, baseline
+    | frozenset({"retransmits", "timeouts"})  # retransmits per second, loss
+    | ERROR_VOCABULARY
 )

@@ -66,3 +66,32 @@ def test_evidence() -> None:
     (c,) = found
     assert c.kind == KIND_BASELINE
     assert c.evidence["cnp_sent_per_s"] == 4000.0 and c.evidence["baseline_median"] == 100.0
+
+
+@pytest.mark.parametrize(
+    ("what", "rates"),
+    [
+        ("calm: a full window of zeros keeps dropping zeros", [0.0] * 400),
+        ("a step once the window is full", [0.0] * 320 + [3000.0] * 20 + [0.0] * 20),
+        ("a period that divides the window: drops equal what comes", [0.0, 10.0, 20.0] * 150),
+        ("a period that does not", [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0] * 60),
+    ],
+)
+def test_a_reused_threshold_gives_the_same_findings_as_computing_it_each_tick(
+    what: str, rates: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threshold is computed again only when the history's values change; judging every tick from
+    scratch must open and close exactly the same findings."""
+    import netd.detect.baseline as baseline
+
+    c = cfg()
+    d = BaselineDetector(c)
+    for i, r in enumerate(rates):
+        d.evaluate(tick(float(i + 1), port(counters={"cnp_sent": r})))
+        for st in d._state.values():  # the reused threshold is the one of the history as it is now
+            if st.judged is not None:
+                fresh = robust_threshold(list(st.history), c.baseline_z, c.baseline_min_rate)
+                assert baseline._judged(st, c.baseline_z, c.baseline_min_rate) == fresh, (what, i)
+    cached = run(rates)
+    monkeypatch.setattr(baseline, "_judged", lambda st, z, m: robust_threshold(list(st.history), z, m))
+    assert run(rates) == cached

@@ -399,16 +399,19 @@ def test_descriptors_beyond_the_budget_are_opened_and_closed(tree: SysfsTree) ->
 def test_files_past_the_budget_are_opened_through_kept_directories(tree: SysfsTree) -> None:
     for spec in (MLX5_0, MLX5_1):
         tree.add_device(spec)
-    source = RdmaSysfs(tree.root, max_open=0, max_dirs=2)
+    source = RdmaSysfs(tree.root, max_open=0, max_dirs=1)
     for tick in range(3):
         tree.set_counters("mlx5_0", 1, {"np_cnp_sent": tick * 3})
         tree.set_counters("mlx5_1", 1, {"np_cnp_sent": tick * 7})
+        tree.set_port_state("mlx5_1", 1, "4: ACTIVE", "5: LinkUp")
         samples = source.read(float(tick))
         assert _port(samples, "mlx5_0").by_name()["cnp_sent"].value == tick * 3  # via a kept directory
         assert _port(samples, "mlx5_1").by_name()["cnp_sent"].value == tick * 7  # by full path
         assert [len(p.counters) for p in samples] == [52, 52]
-    assert source.open_descriptors == 2  # mlx5_0's counters/ and hw_counters/, nothing else
-    assert source.opens == 2 + 3 * 2 * 55  # the directories once, every file every tick
+        assert [(p.state, p.rate_gbps) for p in samples] == [("ACTIVE", 200.0)] * 2
+    # mlx5_0's port directory serves its counters/, hw_counters/ and attributes: one descriptor a port
+    assert source.open_descriptors == 1
+    assert source.opens == 1 + 3 * 2 * 55  # the directory once, every file every tick
     source.close()
     assert source.open_descriptors == 0
 
@@ -453,10 +456,12 @@ def test_device_vanishing_mid_read_is_skipped_that_tick(
     source.read(0.0)  # descriptors now open: they would still serve the removed files' old values
     read_port = RdmaSysfs._read_port
 
-    def unplug_then_read(self: RdmaSysfs, device: str, driver: str | None, port: object) -> PortSample:
+    def unplug_then_read(
+        self: RdmaSysfs, device: str, driver: str | None, port: object, slow: bool
+    ) -> PortSample:
         if device == "mlx5_0" and "mlx5_0" in tree.devices():
             tree.remove_device("mlx5_0")  # hot unplug between the stat and the reads
-        return read_port(self, device, driver, port)  # type: ignore[arg-type]
+        return read_port(self, device, driver, port, slow)  # type: ignore[arg-type]
 
     monkeypatch.setattr(RdmaSysfs, "_read_port", unplug_then_read)
     assert [s.device for s in source.read(1.0)] == ["mlx5_1"]
@@ -562,3 +567,17 @@ def test_replayed_file_that_vanished_is_an_error_not_a_frozen_value(
         p = _port(source.read(tick), "mlx5_0")
         assert "cnp_sent" not in p.by_name()
         assert p.read_errors == ("hw_counters/np_cnp_sent: unreadable",)
+
+
+def test_the_directory_budget_covers_a_port_each(tree: SysfsTree) -> None:
+    """Under the default budget (no file kept open, 24 directories) each port keeps one directory
+    descriptor, for its counters/, hw_counters/ and attributes: 16 ports fit it."""
+    specs = [DeviceSpec(f"mlx5_{i}", netdev=f"ens{i}np0", pci=f"0000:{0x41 + i:02x}:00.0") for i in range(16)]
+    for spec in specs:
+        tree.add_device(spec)
+    source = RdmaSysfs(tree.root)
+    for tick in range(2):
+        assert [len(p.counters) for p in source.read(float(tick))] == [52] * 16
+    assert source.open_descriptors == 16
+    assert source.opens == 16 + 2 * 16 * 55  # the directories once, every file every tick
+    source.close()
