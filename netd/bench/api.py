@@ -13,8 +13,10 @@ with a ``--nodes``-name payload. Tick durations are recorded first with no load,
 
 The scale phases (``--scale-nodes``, netd.bench.api_scale) then run against a second listener that
 stands for `netd fabric`: like it, its own process (netd.bench.fabric_listener), with a view of
-``--scale-nodes`` nodes x 8 ports re-scored every 10 s; it shares no interpreter lock with the
-ticking daemon above. Last, against the daemon's own listener: /metrics at full rate, idle connections.
+``--scale-nodes`` nodes x 8 ports re-scored every 10 s by a view process of its own (as `netd
+fabric`'s, netd.cluster.remote); it shares no interpreter lock with the ticking daemon above, whose
+small view is not re-scored meanwhile. Last, against the daemon's own listener: /metrics at full
+rate, idle connections.
 """
 
 from __future__ import annotations
