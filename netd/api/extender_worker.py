@@ -36,7 +36,6 @@ kind        to the worker                        from the worker
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import mmap
 import os
@@ -44,7 +43,6 @@ import signal
 import socket
 import struct
 import sys
-import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +52,7 @@ import msgspec
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 
+from netd.api.child import lower_priority
 from netd.api.extender_wire import Buffer, encode_priorities, filter_parts, pack_parts, read_args
 from netd.api.heap import SettledHeap
 from netd.api.service_view import EncodedScores
@@ -75,7 +74,6 @@ __all__ = [
 HEADER = struct.Struct("!cIQ")
 PORTS_PER_PART = 2000
 KEEP_ROUTERS = 16  # tables kept per worker (one per listener's router; tests create many)
-BACKGROUND_NICE = 10  # a roll-out's build: ~10 % of a core against a busy nice-0 task, not 50 %
 _ENC = msgspec.msgpack.Encoder(enc_hook=str)  # a 422's ctx may hold the ValueError: its text
 
 
@@ -122,10 +120,13 @@ def recv_frame(sock: socket.socket, fds: list[int] | None = None) -> tuple[bytes
     return kind, _recv_exact(sock, meta_len), _recv_exact(sock, payload_len)
 
 
-def map_body(fd: int) -> mmap.mmap:
-    """A request body sent as a memfd, mapped read-only (no copy: the pages are the listener's)."""
+def map_body(fd: int, populate: bool = True) -> mmap.mmap:
+    """A memfd sent with a frame (a request body; netd fabric's view), mapped read-only and its
+    descriptor closed (no copy: the pages are the sender's). ``populate``: fault every page in now
+    (a body is read whole at once); else as it is read. ValueError: it is empty."""
+    flags = mmap.MAP_SHARED | (mmap.MAP_POPULATE if populate else 0)
     try:
-        return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+        return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
 
@@ -223,13 +224,6 @@ def _problem(exc: Exception) -> list[Any]:
     return ["error", 500, f"{type(exc).__name__}: {exc}"]
 
 
-def _lower_priority() -> None:
-    """Run as the builder thread starts: Linux's nice applies per thread, and raising it needs no
-    privilege (not Linux, or a sandbox that forbids it: built at the worker's priority)."""
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-
-
 class _Worker:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -259,7 +253,7 @@ class _Worker:
 
         if background:
             if self._builder is None:
-                self._builder = ThreadPoolExecutor(1, "netd-table-builder", _lower_priority)
+                self._builder = ThreadPoolExecutor(1, "netd-table-builder", lower_priority)
             self._builder.submit(take).result()
         else:
             take()

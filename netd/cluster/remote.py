@@ -42,8 +42,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from netd.api.child import spawn
-from netd.api.extender_worker import BACKGROUND_NICE, recv_frame, send_frame
+from netd.api.child import lower_priority, spawn
+from netd.api.extender_worker import map_body, recv_frame, send_frame
 from netd.api.service_view import ClusterSnapshot
 from netd.api.snapshot_wire import decode_snapshot, encode_snapshot
 from netd.cluster.stats import FabricStats, FabricSummary
@@ -99,9 +99,7 @@ def publish(view: Refreshing, sock: socket.socket, interval_s: float | None) -> 
     listener is gone. The process runs at nice :data:`BACKGROUND_NICE`: on a busy host a refresh may
     take longer (it has ``interval_s``), a request may not: at nice 0 a 5000-node refresh took one of
     the two cores from the listener and its extender workers for ~0.5 s every refresh."""
-    with contextlib.suppress(OSError):  # raising one's own nice needs no privilege; never lowered here
-        own = os.getpriority(os.PRIO_PROCESS, 0)
-        os.setpriority(os.PRIO_PROCESS, 0, max(own, BACKGROUND_NICE))
+    lower_priority()  # before any thread starts: they inherit it
     sent: ClusterSnapshot | None = None
     while True:
         try:
@@ -146,15 +144,10 @@ def _memfd(payload: bytes) -> int:
 
 
 def _mapped(fds: list[int]) -> mmap.mmap | bytes:
-    """The payload a frame's memfd holds (read-only, faulted in as it is decoded)."""
-    if not fds:
-        return b""
+    """The payload a frame's memfd holds (faulted in as it is decoded); b"" without one."""
     for extra in fds[1:]:
         os.close(extra)
-    try:
-        return mmap.mmap(fds[0], 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-    finally:
-        os.close(fds[0])
+    return map_body(fds[0], populate=False) if fds else b""
 
 
 class RemoteFabricView:

@@ -18,8 +18,9 @@ import pytest
 from fastapi import FastAPI
 
 from netd.api.app import create_app
+from netd.api.child import BACKGROUND_NICE
 from netd.api.extender_pool import ExtenderPool, Tables, shared_pool
-from netd.api.extender_worker import BACKGROUND_NICE, node_index, score_table
+from netd.api.extender_worker import node_index, score_table
 from netd.api.problems import install_problem_handlers
 from netd.api.routes_scheduler import scheduler_router
 from netd.congestion.scheduling import NodeIndex, UnknownPolicy
