@@ -117,25 +117,53 @@ def test_a_hung_view_process_is_killed_and_replaced(started):
     _until(lambda: view.view_age_s() is not None and view.view_age_s() < 1.5)  # type: ignore[operator]
 
 
-BABBLER = textwrap.dedent(
-    """
-    import socket, sys, time
-    from netd.api.extender_worker import send_frame
-    from netd.cluster.remote import read_setup
-    sock = socket.socket(fileno=int(sys.argv[1]))
-    read_setup(sock)
-    send_frame(sock, b"V", {"stats": {"refreshes": "many"}, "summary": None, "snapshot": None})
-    time.sleep(60)
-    """
-)
+BABBLER = """
+import os, socket, sys, time
+from netd.api.extender_worker import send_frame
+from netd.cluster.remote import read_setup
+sock = socket.socket(fileno=int(sys.argv[1]))
+read_setup(sock)
+meta = {{"stats": {{}}, "summary": None, "snapshot": None}}
+{send}
+time.sleep(60)
+"""
+NONSENSE = {
+    "stats of the wrong type": 'send_frame(sock, b"V", {**meta, "stats": {"refreshes": "many"}})',
+    "an empty memfd": 'send_frame(sock, b"V", meta, b"", os.memfd_create("x"))',
+}
 
 
-def test_a_view_process_that_sends_nonsense_is_killed_and_replaced(started, caplog):
-    view = started(RemoteFabricView(ClusterConfig(), (sys.executable, "-c", BABBLER)))
+@pytest.mark.parametrize("send", NONSENSE.values(), ids=NONSENSE.keys())
+def test_a_view_process_that_sends_nonsense_is_killed_and_replaced(started, caplog, send):
+    view = started(RemoteFabricView(ClusterConfig(), (sys.executable, "-c", BABBLER.format(send=send))))
     pid = view.pid()
     _until(lambda: view.stats.restarts >= 1)
     assert pid is not None and _gone(pid)
-    assert view.current() is None and "cannot read" in caplog.text
+    assert view.current() is None and "cannot take" in caplog.text
+
+
+NO_MEMFD_TWICE = """
+import errno, os, sys
+real, failed = os.memfd_create, []
+def memfd_create(*args, **kwargs):
+    if len(failed) < 2:  # the first two snapshots find no memory for them
+        failed.append(1)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return real(*args, **kwargs)
+os.memfd_create = memfd_create
+from netd.bench.synthetic import main
+sys.exit(main(int(sys.argv[1])))
+"""
+
+
+def test_a_snapshot_that_finds_no_memory_is_handed_over_after_the_next_refresh(started, caplog):
+    setup = {"nodes": NODES, "rails": RAILS, "seed": SEED, "refresh": 1.0}
+    command = (sys.executable, "-c", NO_MEMFD_TWICE)
+    view = started(RemoteFabricView(ClusterConfig(refresh_interval=1.0), command, setup))
+    assert view.current() is None and view.stats.refreshes >= 1  # its stats came; no snapshot could
+    _until(lambda: view.current() is not None)
+    assert view.stats.refreshes >= 3 and view.stats.restarts == 0  # the process went on refreshing
+    assert view.current().congestion is not None and len(view.current().congestion.ports) == NODES * RAILS  # type: ignore[union-attr]
 
 
 def test_the_configuration_reaches_the_view_process_over_its_socket_not_its_command_line(started):

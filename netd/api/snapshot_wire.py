@@ -28,6 +28,9 @@ __all__ = ["decode_snapshot", "encode_snapshot"]
 
 
 def _plain(obj: Any) -> Any:
+    """msgspec's ``enc_hook``: the report's read-only maps as dicts. For any other type it raises
+    NotImplementedError, msgspec's documented signal for "unsupported", which it turns into its own
+    TypeError naming the type (a snapshot holding something else is a bug, found at once)."""
     if isinstance(obj, MappingProxyType):
         return dict(obj)
     raise NotImplementedError(f"cannot encode {type(obj).__name__}")

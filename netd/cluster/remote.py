@@ -108,14 +108,21 @@ def publish(view: Refreshing, sock: socket.socket, interval_s: float | None) -> 
             log.exception("fabric refresh raised")
             snap = sent
         encoded: dict[str, Any] | None = None
-        payload = b""
+        fd = -1
         if snap is not None and snap is not sent:
+            # "the same data": only against what the listener took (a failed hand-over sent none)
             same = sent is not None and snap.congestion is sent.congestion and snap.topology is sent.topology
             encoded, payload = encode_snapshot(snap, same)
-            sent = snap
+            try:
+                fd = _memfd(payload) if payload else -1
+                sent = snap
+            except OSError as exc:  # no memory for it (ENOMEM, ENOSPC): the listener keeps its view
+                log.warning(
+                    "fabric view: snapshot not handed over (%s); sent again after the next refresh", exc
+                )
+                encoded = None
         meta = {"stats": view.stats, "summary": view.summary(), "snapshot": encoded}
         try:
-            fd = _memfd(payload) if payload else -1
             try:
                 send_frame(sock, b"V", meta, b"", fd)
             finally:
@@ -302,10 +309,12 @@ class RemoteFabricView:
                 if kind != b"V":
                     raise ValueError(f"unexpected frame {kind!r}")
                 self._take(_MESSAGE.decode(meta), payload)
-            except (ValueError, KeyError, msgspec.DecodeError) as exc:  # a bug, not a state to serve
-                log.exception("fabric view process sent what the listener cannot read")
+            except Exception as exc:  # whatever it was, this thread must go on
+                # an unreadable message (a bug) or one this process could not map (ENOMEM): the
+                # child's idea of what the listener holds is wrong now, so it starts afresh
+                log.exception("fabric view process sent what the listener cannot take")
                 popen.kill()
-                return f"sent an unreadable message ({exc}) and was killed"
+                return f"sent a message the listener could not take ({exc}) and was killed"
 
     def _take(self, msg: _Message, payload: mmap.mmap | bytes) -> None:
         refreshes, errors, restarts = self._carried
