@@ -28,12 +28,11 @@ __all__ = ["decode_snapshot", "encode_snapshot"]
 
 
 def _plain(obj: Any) -> Any:
-    """msgspec's ``enc_hook``: the report's read-only maps as dicts. For any other type it raises
-    NotImplementedError, msgspec's documented signal for "unsupported", which it turns into its own
-    TypeError naming the type (a snapshot holding something else is a bug, found at once)."""
+    """msgspec's ``enc_hook``: the report's read-only maps as dicts; any other type is a bug in what
+    a view put in its snapshot, found at once (TypeError, naming the type)."""
     if isinstance(obj, MappingProxyType):
         return dict(obj)
-    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+    raise TypeError(f"a snapshot cannot carry a {type(obj).__name__}")
 
 
 _ENC = msgspec.msgpack.Encoder(enc_hook=_plain)

@@ -4,6 +4,9 @@ encoded scores exactly as from the report itself."""
 
 from __future__ import annotations
 
+import dataclasses
+from types import MappingProxyType
+
 import msgspec
 import pytest
 
@@ -81,3 +84,12 @@ def test_a_snapshot_is_immutable():
     snap = cluster().current()
     with pytest.raises(AttributeError, match="immutable"):
         snap.note = "changed"  # type: ignore[misc]
+
+
+def test_a_snapshot_holding_something_unencodable_is_refused_by_name():
+    report = cluster().current().congestion
+    assert report is not None
+    port = dataclasses.replace(report.ports[0], labels=MappingProxyType({"host": object()}))  # type: ignore[dict-item]
+    odd = ClusterSnapshot("fabric", 1.0, False, None, dataclasses.replace(report, ports=(port,)))
+    with pytest.raises(TypeError, match="cannot carry a object"):
+        encode_snapshot(odd)
