@@ -91,17 +91,49 @@ def test_fast_path_cadence_follows_pause() -> None:
     nic.storm(0.05)
     now[0] = 0.4
     det.fast_sample()
-    assert det.fast_interval_s == 0.05  # pause: fast
+    # the onset: 50 ms of pause already fill the default 50 ms detection time, so the sample that can
+    # confirm it is the earliest allowed, a quarter of fast_interval later
+    assert det.fast_interval_s == pytest.approx(0.0125)
+    now[0] = 0.4125
+    det.fast_sample()  # no new pause: not a storm after all
+    assert det.fast_interval_s == 0.05  # pause was seen: fast
     now[0] = 1.39
     det.fast_sample()  # no new pause, but within the linger
     assert det.fast_interval_s == 0.05
     now[0] = 1.41
     assert det.fast_interval_s == 0.2  # a second after the last pause: calm again
     nic.storm(0.2)
-    det.on_observation(observe(tracker, nic, 2.0))  # the tick's sample counts too
-    assert det.fast_interval_s == 0.05
+    det.on_observation(observe(tracker, nic, 2.0))  # the tick's sample counts too: an onset
+    assert det.fast_interval_s == pytest.approx(0.0125)
     fixed = Detection(cfg.model_copy(update={"fast_calm_interval": 0.0}), "h", pfc_reader=nic.read)
     assert fixed.fast_interval_s == 0.05  # calm interval 0: never adaptive
+
+
+def test_a_storm_is_confirmed_when_its_onset_allows_not_a_whole_interval_later() -> None:
+    """A storm that began 30 ms before a calm sample: the next sample comes 20 ms later (50 ms
+    detection time minus the 30 ms the onset sample saw) and opens the finding."""
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": 0.05, "fast_calm_interval": 0.1, "pfc_detection_time": 0.05}
+    )
+    det = Detection(
+        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], listener=events.append
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    now[0] = 0.1
+    det.fast_sample()
+    assert det.fast_interval_s == 0.1  # calm
+    nic.stats["tx_prio3_packets"] += 900  # transmitting until the onset
+    nic.storm(0.03)
+    now[0] = 0.2
+    det.fast_sample()
+    assert det.fast_interval_s == pytest.approx(0.02) and not events
+    nic.storm(0.02)
+    now[0] = 0.22
+    det.fast_sample()
+    assert [(e.action, e.finding.kind) for e in events] == [("opened", "pfc_storm")]
 
 
 def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:

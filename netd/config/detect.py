@@ -51,9 +51,10 @@ class DetectConfig(BaseModel):
     # at ticks. Each mlx5 statistics read costs firmware commands: see docs/detection.md.
     fast_interval: float = Field(0.05, ge=0, le=1.0, description="seconds")
     # Adaptive cadence: while no PFC netdev showed pause for fast_linger seconds, sample only every
-    # fast_calm_interval (0 = always fast_interval). The calm interval bounds how late a storm's onset
-    # is seen (about half of it on average): docs/detection.md, The PFC fast path.
-    fast_calm_interval: float = Field(0.075, ge=0, le=1.0, description="seconds")
+    # fast_calm_interval (0 = always fast_interval, and no early confirming sample). The calm interval
+    # bounds how late a storm's onset is seen (about half of it on average); the onset sample's pause
+    # is charged, so the storm is confirmed soon after: docs/detection.md, The PFC fast path.
+    fast_calm_interval: float = Field(0.1, ge=0, le=1.0, description="seconds")
     fast_linger: float = Field(2.0, ge=0, le=60, description="seconds")
     max_gap: float = Field(5.0, gt=0, description="seconds; longer sample intervals are not judged")
     history: int = Field(500, ge=0, le=100_000, description="resolved findings kept for the API")

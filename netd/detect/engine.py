@@ -128,6 +128,12 @@ class DetectionEngine:
         """Whether every PFC-storm detector is at rest (:meth:`PfcStormDetector.at_rest`)."""
         return all(d.at_rest() for d in self.detectors if isinstance(d, PfcStormDetector))
 
+    def pfc_confirm_in(self) -> float | None:
+        """Seconds until a sample could complete a pending PFC countdown (:meth:`PfcStormDetector.
+        confirm_in`), or None when none is pending."""
+        times = [d.confirm_in() for d in self.detectors if isinstance(d, PfcStormDetector)]
+        return min((t for t in times if t is not None), default=None)
+
     def evaluate(self, inp: DetectInput) -> list[FindingEvent]:
         candidates: list[Candidate] = []
         for i, d in enumerate(self.detectors):

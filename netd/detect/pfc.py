@@ -39,19 +39,55 @@ class _Countdown:
     charged_s: float = 0.0
     stormed: bool = False
     quiet_s: float = 0.0
+    # Pause time of the last sample that did not qualify because the pause covered too little of it
+    # (new pause frames arrived: a storm's onset sample), charged with the next sample if that one
+    # qualifies. The onset sample's pause happened; dropping it made detection wait one whole
+    # qualifying sample after the onset was seen. A sample that was paused enough but transmitted
+    # is an interruption, not an onset: it leaves no lead.
+    lead_s: float = 0.0
+    onset: bool = False  # lead_s came from the first paused sample after a pause-free one
+    paused: bool = False  # the last sample saw pause
     evidence: dict[str, Any] = field(default_factory=dict)
 
-    def step(self, qualifies: bool | None, dt: float, cfg: DetectConfig) -> None:
+    def step(
+        self, qualifies: bool | None, dt: float, cfg: DetectConfig, paused: bool = False, lead_s: float = 0.0
+    ) -> None:
+        """``paused``: the sample saw new pause; ``lead_s``: its pause time when it saw some but too
+        little to qualify (the onset candidate)."""
         if qualifies is None:  # unknown (a counter reset, a missing stat): neither charge nor clear
             return
-        if not self.stormed:
-            self.charged_s = self.charged_s + dt if qualifies else 0.0
-            if self.charged_s >= cfg.pfc_detection_time - _EPS:
-                self.stormed, self.quiet_s = True, 0.0
+        paused_before, self.paused = self.paused, paused
+        if self.stormed:
+            self.quiet_s = 0.0 if qualifies else self.quiet_s + dt
+            if self.quiet_s >= cfg.pfc_restoration_time - _EPS:
+                self.stormed, self.charged_s, self.quiet_s = False, 0.0, 0.0
             return
-        self.quiet_s = 0.0 if qualifies else self.quiet_s + dt
-        if self.quiet_s >= cfg.pfc_restoration_time - _EPS:
-            self.stormed, self.charged_s, self.quiet_s = False, 0.0, 0.0
+        if qualifies:
+            self.charged_s = (self.charged_s or self.lead_s) + dt
+            self.lead_s, self.onset = 0.0, False
+        else:
+            self.charged_s, self.lead_s = 0.0, min(max(lead_s, 0.0), dt)
+            self.onset = self.lead_s > 0 and not paused_before
+        if self.charged_s >= cfg.pfc_detection_time - _EPS:
+            self.stormed, self.quiet_s = True, 0.0
+
+    def confirm_in(self, cfg: DetectConfig) -> float | None:
+        """Seconds of qualifying samples still needed to declare a storm, or None when nothing is
+        pending: no charge and no fresh onset (a port under sustained partial pause has a lead every
+        sample and must not pull the fast path faster than its interval), or already stormed."""
+        held = self.charged_s or (self.lead_s if self.onset else 0.0)
+        if self.stormed or held <= 0:
+            return None
+        return cfg.pfc_detection_time - held
+
+
+def _pause(
+    frames: float | None, us: float | None, frac: float | None, cfg: DetectConfig
+) -> tuple[bool, float]:
+    """(new pause seen, its seconds when it covered less than ``pfc_pause_fraction``: a lead)."""
+    if not (frames and us):
+        return False, 0.0
+    return True, (us / 1e6 if frac is not None and frac < cfg.pfc_pause_fraction else 0.0)
 
 
 def _fraction(us: float | None, dt: float) -> float | None:
@@ -86,7 +122,15 @@ class PfcStormDetector:
         pause cannot change this detector's findings (the fast path's calm test)."""
         if self._events:
             return False
-        return not any(cd.stormed or cd.charged_s for cd in (*self._rx.values(), *self._tx.values()))
+        return not any(
+            cd.stormed or cd.charged_s or cd.lead_s for cd in (*self._rx.values(), *self._tx.values())
+        )
+
+    def confirm_in(self) -> float | None:
+        """The shortest time after which a sample could complete some pending countdown (None:
+        nothing pending): the fast path takes its next sample then, not a whole interval later."""
+        pending = [cd.confirm_in(self.cfg) for cd in (*self._rx.values(), *self._tx.values())]
+        return min((t for t in pending if t is not None), default=None)
 
     def _step(self, p: PortInput, dt: float, now: float) -> None:
         cfg = self.cfg
@@ -94,7 +138,12 @@ class PfcStormDetector:
             key = (p.device, p.port, pc.priority)
             rx = self._rx.setdefault(key, _Countdown())
             rx_frac = _fraction(pc.rx_pause_us, dt)
-            rx.step(self._stormed_rx(pc, rx_frac), dt, cfg)
+            rx.step(
+                self._stormed_rx(pc, rx_frac),
+                dt,
+                cfg,
+                *_pause(pc.rx_pause_frames, pc.rx_pause_us, rx_frac, cfg),
+            )
             if rx_frac is not None and rx_frac >= cfg.pfc_pause_fraction:
                 rx.evidence = {
                     "interval_s": round(dt, 4),
@@ -109,7 +158,7 @@ class PfcStormDetector:
             qualifies = (
                 None if tx_frac is None else (tx_frac >= cfg.pfc_pause_fraction and pc.tx_pause_frames != 0)
             )
-            tx.step(qualifies, dt, cfg)
+            tx.step(qualifies, dt, cfg, *_pause(pc.tx_pause_frames, pc.tx_pause_us, tx_frac, cfg))
             if qualifies:
                 tx.evidence = {
                     "interval_s": round(dt, 4),

@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("netd.anomalies")
+
+# The earliest a sample that could confirm a storm's onset is taken, as a fraction of fast_interval:
+# shorter samples would mostly measure the loop's own jitter.
+_CONFIRM_FLOOR = 0.25
 # PFC netdev -> the statistics wanted of it (a reader may return more) -> the samples that answered
 PfcReader = Callable[[Mapping[str, tuple[str, ...]]], Mapping[str, EthtoolSample]]
 
@@ -134,13 +138,19 @@ class Detection:
     def fast_interval_s(self) -> float:
         """Seconds until the next fast-path sample; 0 when off (no reader, or configured off).
 
-        Adaptive: ``fast_interval`` while some PFC netdev showed pause within the last
-        ``fast_linger`` seconds, ``fast_calm_interval`` otherwise (when that is longer)."""
+        Adaptive (when ``fast_calm_interval`` is longer than ``fast_interval``): ``fast_interval``
+        while some PFC netdev showed pause within the last ``fast_linger`` seconds,
+        ``fast_calm_interval`` otherwise; and right after a storm's onset sample, the time at which
+        the next sample could confirm the storm (``pfc_detection_time`` minus the pause the onset
+        sample saw; at least a quarter of ``fast_interval``), docs/detection.md."""
         fast = self.cfg.fast_interval if self.pfc_reader is not None else 0.0
         calm = self.cfg.fast_calm_interval
-        if fast <= 0 or calm <= fast or self._clock() < self._active_until:
+        if fast <= 0 or calm <= fast:  # off, or a fixed cadence
             return fast
-        return calm
+        confirm = self.engine.pfc_confirm_in()
+        if confirm is not None:  # a storm's onset was seen: sample when it could be confirmed
+            return min(fast, max(confirm, fast * _CONFIRM_FLOOR))
+        return fast if self._clock() < self._active_until else calm
 
     def state(self) -> AnomalyState:
         return self._state

@@ -45,6 +45,56 @@ def test_storm_detection(what: str, samples: list, stormed_from: int | None) -> 
     assert active == expected
 
 
+# The onset sample's pause counts towards the countdown (netd, not SONiC: docs/detection.md). With a
+# 150 ms detection time and 100 ms samples, one full sample is not enough; the pause of the partial
+# sample before it decides. (what, samples, index from which a storm is active, or None)
+QUIET = prio(3, rx_pause_frames=0, rx_pause_us=0, tx_packets=900)
+UNKNOWN = prio(3, rx_pause_us=None, rx_pause_frames=None, tx_packets=None)
+LEAD_CASES = [
+    ("50 ms of onset pause + 100 ms stormed reach 150 ms", [stormed(fraction=0.5, tx=900), stormed()], 1),
+    ("40 ms of onset pause + 100 ms do not", [stormed(fraction=0.4, tx=900), stormed()], None),
+    ("a fully paused sample that transmitted is an interruption, no lead", [stormed(tx=10), stormed()], None),
+    ("a pause-free sample drops the lead", [stormed(fraction=0.5, tx=900), QUIET, stormed()], None),
+    ("pause time without new pause frames is no onset", [stormed(fraction=0.5, frames=0), stormed()], None),
+    ("an unknown sample keeps the lead", [stormed(fraction=0.5, tx=900), UNKNOWN, stormed()], 2),
+]
+
+
+@pytest.mark.parametrize(("what", "samples", "stormed_from"), LEAD_CASES, ids=[c[0] for c in LEAD_CASES])
+def test_onset_pause_is_charged(what: str, samples: list, stormed_from: int | None) -> None:
+    d = PfcStormDetector(cfg(pfc_detection_time=0.15))
+    active = [
+        any(c.kind == KIND_PFC_STORM for c in d.evaluate(pfc(0.1 * (i + 1), port(priorities=(pc,)))))
+        for i, pc in enumerate(samples)
+    ]
+    assert active == [stormed_from is not None and i >= stormed_from for i in range(len(samples))]
+
+
+def test_the_storming_side_charges_its_onset_too() -> None:
+    d = PfcStormDetector(cfg(pfc_detection_time=0.15))
+    onset = prio(3, tx_pause_frames=600, tx_pause_us=6e4)  # 60 ms of the 100 ms sample: below 80 %
+    full = prio(3, tx_pause_frames=1190, tx_pause_us=1e5)
+    assert not d.evaluate(pfc(0.1, port(priorities=(onset,))))
+    assert [c.kind for c in d.evaluate(pfc(0.2, port(priorities=(full,))))] == [KIND_PAUSE_STORM]
+
+
+def test_confirm_in_only_after_a_fresh_onset() -> None:
+    """How long until a sample could confirm: after an onset only (sustained partial pause, the
+    daily state of a congested priority, must not pull the fast path faster)."""
+    d = PfcStormDetector(cfg(pfc_detection_time=0.15))
+    assert d.confirm_in() is None
+    d.evaluate(pfc(0.1, port(priorities=(QUIET,))))
+    assert d.confirm_in() is None and d.at_rest()
+    d.evaluate(pfc(0.2, port(priorities=(stormed(fraction=0.3, tx=900),))))
+    assert d.confirm_in() == pytest.approx(0.12) and not d.at_rest()  # 150 - 30 ms
+    d.evaluate(pfc(0.3, port(priorities=(stormed(fraction=0.3, tx=900),))))
+    assert d.confirm_in() is None  # still partial: congestion, not a fresh onset
+    d.evaluate(pfc(0.4, port(priorities=(stormed(),))))
+    assert d.confirm_in() == pytest.approx(0.02)  # 30 ms lead + 100 ms charged
+    d.evaluate(pfc(0.5, port(priorities=(stormed(),))))
+    assert d.confirm_in() is None  # stormed
+
+
 def test_storm_scope_evidence_and_restoration() -> None:
     d = PfcStormDetector(cfg(pfc_restoration_time=0.4))
     t = 0.0
