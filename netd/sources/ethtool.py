@@ -21,14 +21,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from netd.errors import EthtoolError, SourceError
-from netd.model.snapshot import EthtoolSample
+from netd.model.snapshot import EthtoolSample, frozen_map
 from netd.sources.ethtool_read import (
     ETH_GSTRING_LEN,
     StatsRead,
     StatsReader,
     invalid_netdev_name,
-    ordered_stats,
-    subset,
 )
 from netd.sources.ethtool_text import CapturedStatsReader, format_ethtool_text, parse_ethtool_text
 from netd.sources.sysfs_io import ABSENT_ERRNOS
@@ -72,12 +70,37 @@ class IoctlStatsReader:
 
     def __init__(self, names_recheck_every: int = 1) -> None:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._names: dict[str, tuple[str, ...]] = {}
+        self._names: dict[str, _Names] = {}
         self._age: dict[str, int] = {}
         self._recheck = names_recheck_every
         self.names_reloads = 0
 
     def read(self, netdev: str) -> StatsRead:
+        got = self._checked(netdev)
+        if isinstance(got, StatsRead):
+            return got
+        names, values = got
+        return StatsRead(frozen_map(dict(zip(names.first, values, strict=True))), bad=names.bad)
+
+    def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
+        """ETHTOOL_GSTATS has no per-statistic variant: the whole set is read, then only ``names``
+        are picked out (by position, learnt once per name set)."""
+        got = self._checked(netdev)
+        if isinstance(got, StatsRead):
+            return got
+        table, values = got
+        picked = table.positions(names)
+        return StatsRead(frozen_map({n: values[i] for n, i in picked}), bad=table.bad)
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __del__(self) -> None:  # best effort, and no ResourceWarning; owners call close()
+        sock = getattr(self, "_sock", None)
+        if sock is not None:
+            sock.close()
+
+    def _checked(self, netdev: str) -> tuple[_Names, tuple[int, ...]] | StatsRead:
         why = invalid_netdev_name(netdev)
         if why is not None:
             return StatsRead.absent(why)
@@ -88,39 +111,28 @@ class IoctlStatsReader:
             self._age.pop(netdev, None)
             return StatsRead.absent(str(exc))
 
-    def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
-        """ETHTOOL_GSTATS has no per-statistic variant: the whole set is read, then narrowed."""
-        return subset(self.read(netdev), names)
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def __del__(self) -> None:  # best effort, and no ResourceWarning; owners call close()
-        sock = getattr(self, "_sock", None)
-        if sock is not None:
-            sock.close()
-
-    def _read(self, netdev: str) -> StatsRead:
+    def _read(self, netdev: str) -> tuple[_Names, tuple[int, ...]] | StatsRead:
         for _attempt in range(2):  # the count may change between calls; retry once, never guess
             count = self._count(netdev)
             if count is None:
                 return StatsRead.absent("driver has no ethtool statistics (ETH_SS_STATS not offered)")
             names = self._names.get(netdev)
             age = self._age.get(netdev, 0) + 1
-            if names is None or len(names) != count or (self._recheck and age >= self._recheck):
-                fresh = self._strings(netdev, count)
-                if fresh is None:
+            if names is None or len(names.all) != count or (self._recheck and age >= self._recheck):
+                raw = self._strings(netdev, count)
+                if raw is None:
                     continue
-                if names is not None and fresh != names:
-                    self.names_reloads += 1
-                names = self._names[netdev] = fresh
+                if names is None or raw != names.raw:  # decoded only when the driver's table moved
+                    fresh = _Names.decode(raw)
+                    if names is not None and fresh.all != names.all:
+                        self.names_reloads += 1
+                    names = self._names[netdev] = fresh
                 age = 0
             self._age[netdev] = age
-            values = self._stats(netdev, len(names))
+            values = self._stats(netdev, len(names.all))
             if values is None:
                 continue
-            bad: list[str] = []
-            return StatsRead(ordered_stats(zip(names, values, strict=True), bad), bad=tuple(bad))
+            return names, names.firsts(values)
         return StatsRead.absent("statistics count kept changing while being read")
 
     def _count(self, netdev: str) -> int | None:
@@ -132,19 +144,16 @@ class IoctlStatsReader:
             return None
         return int(struct.unpack_from("=I", buf, 16)[0])
 
-    def _strings(self, netdev: str, count: int) -> tuple[str, ...] | None:
+    def _strings(self, netdev: str, count: int) -> bytes | None:
+        """The driver's name table as the kernel wrote it (``count`` names of ETH_GSTRING_LEN bytes),
+        or None when the count moved meanwhile."""
         # Room for twice the count: kernels before 7b07be1ff1cb ignore ``len`` and write the current set.
         buf = ctypes.create_string_buffer(12 + ETH_GSTRING_LEN * (2 * count + 64))
         struct.pack_into("=III", buf, 0, ETHTOOL_GSTRINGS, ETH_SS_STATS, count)
         self._ioctl(netdev, ETHTOOL_GSTRINGS, buf)
         if struct.unpack_from("=I", buf, 8)[0] != count:  # new kernels answer len=0 when it moved
             return None
-        raw = ctypes.string_at(ctypes.addressof(buf) + 12, ETH_GSTRING_LEN * count)
-        # Strip: older mlx5 named a counter "tx_pause_storm_warning_events " (trailing space).
-        return tuple(
-            raw[i : i + ETH_GSTRING_LEN].split(b"\0", 1)[0].decode("utf-8", "replace").strip()
-            for i in range(0, len(raw), ETH_GSTRING_LEN)
-        )
+        return ctypes.string_at(ctypes.addressof(buf) + 12, ETH_GSTRING_LEN * count)
 
     def _stats(self, netdev: str, count: int) -> tuple[int, ...] | None:
         buf = ctypes.create_string_buffer(8 + 8 * (2 * count + 64))
@@ -168,6 +177,57 @@ class IoctlStatsReader:
 
 class _Absent(Exception):
     """Internal: an errno that means "not there" unwinds a read to StatsRead.absent()."""
+
+
+class _Names:
+    """One netdev's statistics names, decoded once per name table the driver hands out.
+
+    The names are re-read on every read by default (a PFC move keeps the count), but decoding ~150
+    names in Python cost three times the rest of a read: the raw table is compared first and decoded
+    only when it differs. Duplicated names keep their first position (the first occurrence wins, as in
+    :func:`~netd.sources.ethtool_read.ordered_stats`) and are named in ``bad``.
+    """
+
+    __slots__ = ("all", "bad", "first", "raw", "_keep", "_positions")
+
+    def __init__(self, raw: bytes, names: tuple[str, ...]) -> None:
+        self.raw = raw
+        self.all = names
+        index: dict[str, int] = {}
+        bad: list[str] = []
+        for i, name in enumerate(names):
+            if name in index:
+                bad.append(name)
+            else:
+                index[name] = i
+        self.first = tuple(index)
+        self.bad = tuple(bad)
+        # positions of the first occurrences, or None when there is no duplicate (all of them)
+        self._keep = None if not bad else tuple(index.values())
+        self._positions: dict[tuple[str, ...], tuple[tuple[str, int], ...]] = {}
+
+    @classmethod
+    def decode(cls, raw: bytes) -> _Names:
+        # Strip: older mlx5 named a counter "tx_pause_storm_warning_events " (trailing space).
+        names = tuple(
+            raw[i : i + ETH_GSTRING_LEN].split(b"\0", 1)[0].decode("utf-8", "replace").strip()
+            for i in range(0, len(raw), ETH_GSTRING_LEN)
+        )
+        return cls(raw, names)
+
+    def firsts(self, values: tuple[int, ...]) -> tuple[int, ...]:
+        """``values`` (one per name) narrowed to the first occurrence of each name."""
+        return values if self._keep is None else tuple(values[i] for i in self._keep)
+
+    def positions(self, wanted: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+        """(name, position in :meth:`firsts`) of each wanted name present, learnt once per tuple."""
+        found = self._positions.get(wanted)
+        if found is None:
+            if len(self._positions) >= 64:  # the fast path asks with one tuple per netdev
+                self._positions.clear()
+            order = {n: k for k, n in enumerate(self.first)}
+            found = self._positions[wanted] = tuple((n, order[n]) for n in wanted if n in order)
+        return found
 
 
 class EthtoolSource:

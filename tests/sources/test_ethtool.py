@@ -290,6 +290,32 @@ def test_names_are_stripped_and_duplicates_reported() -> None:
     assert k.read("eth0") == StatsRead({"tx_pause_storm_warning_events": 4, "dup": 1}, bad=("dup",))
 
 
+def test_read_some_is_the_whole_read_narrowed_duplicates_included() -> None:
+    """The picked read equals the whole read narrowed by name: first occurrence, the duplicates still
+    reported, absent names left out (the fast path's reads on a kernel)."""
+    k = FakeKernel({"rx_prio3_pause": 7, "dup": 1, "dup ": 2, "tx_prio3_pause": 9, "last": 3})
+    for wanted in (("tx_prio3_pause", "dup", "missing", "rx_prio3_pause"), ("last",), ()):
+        expected = StatsRead({n: v for n, v in k.read("eth0").stats.items() if n in wanted}, bad=("dup",))
+        got = k.read_some("eth0", wanted)
+        assert got == expected and list(got.stats) == [n for n in wanted if n in got.stats]
+
+
+def test_an_unchanged_name_table_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names are re-read every read (a PFC move keeps the count) but decoded only when they differ:
+    decoding ~150 names was three quarters of a read's CPU."""
+    decoded: list[int] = []
+    real = et._Names.decode.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        et._Names, "decode", classmethod(lambda cls, raw: decoded.append(1) or real(cls, raw))
+    )
+    k = FakeKernel(mlx5_stats((3,)))
+    for _ in range(5):
+        assert k.read_some("eth0", ("rx_prio3_pause",)).stats == {"rx_prio3_pause": k.stats["rx_prio3_pause"]}
+    assert k.calls.count(et.ETHTOOL_GSTRINGS) == 5 and len(decoded) == 1
+    k.stats = mlx5_stats((4,))  # same count, other names
+    assert k.read("eth0").stats == k.stats and len(decoded) == 2 and k.names_reloads == 1
+
+
 def test_driver_without_stats_is_absent() -> None:
     k = FakeKernel({})
     k._count = lambda netdev: None  # type: ignore[method-assign]  # sset_mask bit cleared, as on lo
