@@ -76,7 +76,7 @@ def _rdma_lines(collector: Sampler, cfg: Config) -> tuple[list[CheckLine], bool]
                 lines.append(CheckLine("FAIL", f"rdma {p.device}/{p.port}", f"corrupt counter {err}"))
     if cfg.ethtool.enabled:
         for netdev, sample in sorted(snap.ethtool.items()):
-            lines.append(CheckLine("ok", f"ethtool {netdev}", f"{len(sample.stats)} statistics"))
+            lines.append(CheckLine("ok", f"ethtool {netdev}", f"{len(sample.stats)} statistics netd uses"))
         for netdev, reason in sorted(collector.ethtool_absent.items()):
             lines.append(CheckLine("absent", f"ethtool {netdev}", reason))
     else:

@@ -25,17 +25,10 @@ from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, Pr
 from netd.model.snapshot import EthtoolSample, PortSample, frozen_map
 from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s
 from netd.series.tracker import Observation, PortView
-from netd.vocabulary.ethtool_names import parse_signals
+from netd.vocabulary.ethtool_names import NETDEV_SCALARS, parse_signals
 
 __all__ = ["DetectFeed", "NETDEV_SCALARS", "NetdevDeltas"]
 
-# ethtool scalars that detectors read (besides the per-priority ones parse_signals understands)
-NETDEV_SCALARS = (
-    "link_down_events_phy",
-    "rx_discards_phy",
-    "rx_vport_rdma_unicast_bytes",
-    "tx_vport_rdma_unicast_bytes",
-)
 _RELEVANT = re.compile(
     r"(?:rx|tx)_prio[0-7]_(?:pause|pause_duration|pause_transition|packets|discards)"
     r"|tx_pause_storm_(?:warning|error)_events|" + "|".join(NETDEV_SCALARS)

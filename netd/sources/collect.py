@@ -20,6 +20,7 @@ from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, SourceStatu
 from netd.sources.bpf import BpfSource
 from netd.sources.ethtool import EthtoolSource, make_reader
 from netd.sources.rdma import RdmaSysfs
+from netd.vocabulary.ethtool_names import used
 
 __all__ = ["Sampler"]
 
@@ -59,7 +60,10 @@ class Sampler:
         self.ethtool: EthtoolSource | None = None
         if ethtool_enabled:
             self.ethtool = EthtoolSource(
-                make_reader(ethtool_backend, sysfs_root), include=ethtool_include, exclude=ethtool_exclude
+                make_reader(ethtool_backend, sysfs_root),
+                include=ethtool_include,
+                exclude=ethtool_exclude,
+                keep=used,  # only the statistics netd reads: not the ~4000 per-ring ones of mlx5
             )
         self.ethtool_absent: dict[str, str] = {}  # netdev -> why it had no statistics last tick
         self.bpf: BpfSource | None = None  # eBPF probes, set by the daemon when [bpf] is enabled

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,6 +15,7 @@ __all__ = [
     "StatsRead",
     "StatsReader",
     "invalid_netdev_name",
+    "narrowed",
     "ordered_stats",
     "subset",
 ]
@@ -47,6 +48,10 @@ class StatsReader(Protocol):
 
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """Only ``names`` (those present); a reader that can fetch fewer statistics does so."""
+        ...
+
+    def read_kept(self, netdev: str, keep: Callable[[str], bool]) -> StatsRead:
+        """Only the statistics whose name ``keep`` accepts (asked once per name table), in driver order."""
         ...
 
     def close(self) -> None: ...
@@ -82,3 +87,21 @@ def subset(got: StatsRead, names: tuple[str, ...]) -> StatsRead:
         return got
     stats = got.stats
     return StatsRead(frozen_map({n: stats[n] for n in names if n in stats}), got.reason, got.bad)
+
+
+def narrowed(
+    got: StatsRead,
+    keep: Callable[[str], bool],
+    cache: dict[tuple[Callable[[str], bool], tuple[str, ...]], tuple[str, ...]],
+) -> StatsRead:
+    """``got`` with only the names ``keep`` accepts; ``cache`` remembers the answer per name table (the
+    names change only when the driver's set does, e.g. PFC enabled on another priority)."""
+    if got.stats is None:
+        return got
+    key = (keep, tuple(got.stats))
+    names = cache.get(key)
+    if names is None:
+        if len(cache) >= 64:
+            cache.clear()
+        names = cache[key] = tuple(n for n in key[1] if keep(n))
+    return subset(got, names)

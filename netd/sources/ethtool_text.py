@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from netd.errors import SourceError
 from netd.model.snapshot import frozen_map
-from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats, subset
+from netd.sources.ethtool_read import (
+    ETH_GSTRING_LEN,
+    StatsRead,
+    invalid_netdev_name,
+    narrowed,
+    ordered_stats,
+    subset,
+)
 from netd.sources.sysfs_io import ABSENT_ERRNOS
 
 __all__ = ["CapturedStatsReader", "format_ethtool_text", "parse_ethtool_text", "pick_ethtool_stats"]
@@ -157,10 +164,15 @@ class CapturedStatsReader:
         self._paths: dict[str, str] = {}  # netdev -> its capture's path, checked once
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
+        self._kept: dict[tuple[Callable[[str], bool], tuple[str, ...]], tuple[str, ...]] = {}
 
     def read(self, netdev: str) -> StatsRead:
         got = self._data(netdev)
         return got if isinstance(got, StatsRead) else parse_ethtool_text(got.decode("utf-8", "replace"))
+
+    def read_kept(self, netdev: str, keep: Callable[[str], bool]) -> StatsRead:
+        """The capture parsed whole (one C-level pass), then narrowed to the names ``keep`` accepts."""
+        return narrowed(self.read(netdev), keep, self._kept)
 
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """Only ``names`` (those present): searched for in the capture, parsed whole only when the

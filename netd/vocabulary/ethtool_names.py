@@ -20,12 +20,22 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["PFC_DIRECTIONS", "PRIORITIES", "EthtoolSignals", "parse_signals"]
+__all__ = ["NETDEV_SCALARS", "PFC_DIRECTIONS", "PRIORITIES", "EthtoolSignals", "parse_signals", "used"]
 
 PFC_DIRECTIONS = ("rx", "tx")
 PRIORITIES = tuple(range(8))
 
 PrioKey = tuple[str, int]  # (direction, priority)
+
+# ethtool scalars that detectors read besides the names :func:`parse_signals` understands
+# (netd.detect.feed: link flaps, discards, and the RDMA vport bytes a counter stall is judged against)
+NETDEV_SCALARS = (
+    "link_down_events_phy",
+    "rx_discards_phy",
+    "rx_vport_rdma_unicast_bytes",
+    "tx_vport_rdma_unicast_bytes",
+)
+_SCALAR_SET = frozenset(NETDEV_SCALARS)
 
 
 def _empty() -> Mapping[Any, int]:
@@ -155,3 +165,10 @@ def parse_signals(stats: Mapping[str, float]) -> EthtoolSignals:
     fields: dict[str, Any] = {f: MappingProxyType(v) for f, v in (prio | glob).items()}
     fields.update(scalars, active_priorities=tuple(sorted(active)))
     return EthtoolSignals(**fields)
+
+
+def used(name: str) -> bool:
+    """Whether netd reads this statistic at all: what :func:`parse_signals` understands, and
+    :data:`NETDEV_SCALARS`. The sources keep only these: an mlx5 netdev with 64 channels has ~4000
+    statistics, nearly all of them per ring, and tracking them all cost more than the rest of a tick."""
+    return _classify(name) is not None or name in _SCALAR_SET
