@@ -69,6 +69,17 @@ def _parse_clean(text: str) -> dict[str, int] | None:
     values, unique names, a complete last line. Anything else (names with spaces, a cut-off
     capture, a hostile value) returns None and is parsed line by line with reasons.
     """
+    split = _split_clean(text)
+    if split is None:
+        return None
+    names, values = split
+    out = dict(zip(names, map(int, values), strict=True))
+    return out if len(out) == len(names) else None  # duplicates: the careful parser reports them
+
+
+def _split_clean(text: str) -> tuple[list[str], list[str]] | None:
+    """(names, decimal value texts) of a clean capture (:func:`_parse_clean`'s shape, uniqueness
+    not checked), or None."""
     if not text.startswith(_HEADER + "\n") or not text.endswith("\n") or not text.isascii():
         return None
     body = text[len(_HEADER) + 1 :]
@@ -81,8 +92,7 @@ def _parse_clean(text: str) -> dict[str, int] | None:
     names, values = parts[0::2], parts[1::2]
     if not all(map(str.isdigit, values)) or max(map(len, values), default=0) >= _U64_DIGITS:
         return None  # non-decimal, or 20 digits that may exceed 2**64 - 1: let the careful parser judge
-    out = dict(zip(names, map(int, values), strict=True))
-    return out if len(out) == lines else None  # duplicates: the careful parser reports them
+    return names, values
 
 
 def pick_ethtool_stats(data: bytes, names: tuple[str, ...]) -> dict[str, int] | None:
@@ -165,14 +175,35 @@ class CapturedStatsReader:
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
         self._kept: dict[tuple[Callable[[str], bool], tuple[str, ...]], tuple[str, ...]] = {}
+        # netdev -> (its capture's names, the positions kept, by which predicate): read_kept's fast path
+        self._layouts: dict[str, tuple[list[str], tuple[int, ...], Callable[[str], bool]]] = {}
 
     def read(self, netdev: str) -> StatsRead:
         got = self._data(netdev)
         return got if isinstance(got, StatsRead) else parse_ethtool_text(got.decode("utf-8", "replace"))
 
     def read_kept(self, netdev: str, keep: Callable[[str], bool]) -> StatsRead:
-        """The capture parsed whole (one C-level pass), then narrowed to the names ``keep`` accepts."""
-        return narrowed(self.read(netdev), keep, self._kept)
+        """Only the names ``keep`` accepts. A clean capture whose names are those of the netdev's
+        last one converts only the kept values (their positions are remembered per netdev); anything
+        else is parsed whole, then narrowed."""
+        got = self._data(netdev)
+        if isinstance(got, StatsRead):
+            return got
+        text = got.decode("utf-8", "replace")
+        split = _split_clean(text)
+        if split is not None:
+            names, values = split
+            layout = self._layouts.get(netdev)
+            if layout is None or layout[2] is not keep or layout[0] != names:
+                layout = None
+                if len(set(names)) == len(names):  # duplicates: the careful parser reports them
+                    if len(self._layouts) >= 4096:
+                        self._layouts.clear()
+                    kept = tuple(i for i, n in enumerate(names) if keep(n))
+                    layout = self._layouts[netdev] = (names, kept, keep)
+            if layout is not None:
+                return StatsRead(frozen_map({names[i]: int(values[i]) for i in layout[1]}))
+        return narrowed(parse_ethtool_text(text), keep, self._kept)
 
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """Only ``names`` (those present): searched for in the capture, parsed whole only when the
