@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from netd.bench.kernel_reads import kernel_reads
 from netd.bench.static_tree import StaticHost
 from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
@@ -53,6 +56,7 @@ def test_footprint_bench_reports_a_running_daemon() -> None:
             "3",
             "--storm-trace",
             "0",
+            "--no-kernel-reads",
             "--json",
         ],
         capture_output=True,
@@ -61,7 +65,8 @@ def test_footprint_bench_reports_a_running_daemon() -> None:
         check=True,
     )
     doc = json.loads(done.stdout)
-    assert doc["ports"] == 2 and doc["storm_detect_median_ms"] is None
+    assert doc["ports"] == 2 and doc["storm_detect_median_ms"] is None and doc["kernel_reads"] is None
+    assert doc["fast_path_cpu_percent"] >= 0
     assert 0 < doc["open_fds"] <= 64 and doc["rss_mib"] > 0 and doc["cpu_percent"] > 0
     assert doc["ticks"] >= 1 and doc["ticks_late"] >= 0 and doc["tick_mean_ms"] > 0
     assert set(doc["targets"]) == {"cpu_percent", "open_fds", "rss_mib", "storm_detect_median_ms"}
@@ -78,3 +83,21 @@ def test_footprint_bench_refuses_bad_arguments() -> None:
     assert done.stderr.strip().splitlines() == [
         "netd: --nics must be at least 1, --duration at least 1 s, --storm-trace 0 or at least 60 s"
     ]
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and ip")
+def test_kernel_reads_measure_a_real_netdev_and_leave_no_namespace() -> None:
+    before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    doc = kernel_reads(queues=4, netdevs=2, samples=3, calm_s=0.01)
+    assert doc is not None
+    assert doc["statistics"] == 1 + 9 * 4  # veth: peer_ifindex, then 7 per rx and 2 per tx queue
+    assert 0 < doc["fast_read_us"] and 0 < doc["tick_read_us"] and 0 < doc["whole_read_us"]
+    assert doc["calm_sample_ms_after_sleep"] > 0 and doc["netdevs"] == 2
+    after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    assert after <= before
+
+
+def test_kernel_reads_are_skipped_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert kernel_reads() is None
