@@ -30,9 +30,12 @@ def test_fast_path_in_the_daemon_on_the_emulated_fabric(tmp_path: Path) -> None:
     try:
         assert daemon.detection is not None and daemon.detection.fast_interval_s == 0.1
         assert daemon.detection.links is None  # no netlink for emulated netdevs
-        daemon.tick()
+        published = daemon.tick()
         for _ in range(4):  # fast samples advance the emulator by their own interval...
             daemon.fast_tick()
+            # a calm sample changes no finding: the published state stays, its counts wait for the tick
+            assert daemon.state() is published
+        assert daemon.detection.state().fast_calm_samples == 4  # the detection's own view is current
         state = daemon.tick()  # ...and the tick by the rest
         assert daemon.emulator is not None and daemon.emulator.elapsed_s == pytest.approx(2.0)
         a = state.anomalies

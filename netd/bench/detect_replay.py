@@ -129,7 +129,7 @@ def run_trace(
                         break
                     for h, d in enumerate(detections):
                         if step[h] > 0 and abs(due[h] - at) <= _EPS:
-                            d.fast_sample()
+                            d.take_fast_sample()
                             due[h] = at + d.fast_interval_s
                 for c, tracker, scorer, d in zip(collectors, trackers, scorers, detections, strict=True):
                     snap = dataclasses.replace(c.collect(), monotonic=now[0], timestamp=EPOCH + now[0])

@@ -149,7 +149,8 @@ class Daemon:
             self._scheduled_step = None
             if self._advance_emulator(step, fast=True).ok:
                 self._fast_advanced += step
-        self._state = dataclasses.replace(st, anomalies=det.fast_sample())
+        if det.take_fast_sample():  # a calm sample changes no finding: nothing to republish
+            self._state = dataclasses.replace(st, anomalies=det.state())
 
     def tick(self) -> PublishedState:
         started = self._clock()

@@ -153,7 +153,16 @@ class Detection:
         return fast if self._clock() < self._active_until else calm
 
     def state(self) -> AnomalyState:
-        return self._state
+        st = self._state
+        if st.fast_samples != self._fast_samples:  # calm samples since the last publication
+            st = self._state = dataclasses.replace(
+                st,
+                fast_interval_s=self.fast_interval_s,
+                fast_samples=self._fast_samples,
+                fast_calm_samples=self._fast_calm,
+                fast_cpu_seconds=self._fast_cpu,
+            )
+        return st
 
     def on_observation(self, obs: Observation, congestion: CongestionReport | None = None) -> AnomalyState:
         """A tick: the PFC input from the tick's ethtool sample first (so a storm is known before the
@@ -176,6 +185,13 @@ class Detection:
         return self._publish()
 
     def fast_sample(self) -> AnomalyState:
+        self.take_fast_sample()
+        return self.state()
+
+    def take_fast_sample(self) -> bool:
+        """One fast-path sample; False when it was put aside as calm: the engine's findings stand and
+        only the fast path's own counts moved, which :meth:`state` applies when next asked (the daemon
+        republishes at the next evaluated sample or tick, not after every calm sample)."""
         start = time.thread_time()
         wanted = self.feed.pfc_wanted()
         if self.pfc_reader is not None and wanted:
@@ -189,15 +205,9 @@ class Detection:
             evaluated = True
         self._fast_samples += 1
         self._fast_cpu += time.thread_time() - start
-        if not evaluated:  # the engine's findings stand; only the fast path's own counts moved
-            self._state = dataclasses.replace(
-                self._state,
-                fast_samples=self._fast_samples,
-                fast_calm_samples=self._fast_calm,
-                fast_cpu_seconds=self._fast_cpu,
-            )
-            return self._state
-        return self._publish()
+        if evaluated:
+            self._publish()
+        return evaluated
 
     def _fast_pfc(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
         """Evaluate one fast sample, or put it aside when it cannot change any finding: the fabric is
