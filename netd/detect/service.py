@@ -51,6 +51,7 @@ log = logging.getLogger("netd.anomalies")
 # The earliest a sample that could confirm a storm's onset is taken, as a fraction of fast_interval:
 # shorter samples would mostly measure the loop's own jitter.
 _CONFIRM_FLOOR = 0.25
+
 # PFC netdev -> the statistics wanted of it (a reader may return more) -> the samples that answered
 PfcReader = Callable[[Mapping[str, tuple[str, ...]]], Mapping[str, EthtoolSample]]
 
