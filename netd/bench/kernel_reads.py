@@ -19,7 +19,7 @@ import subprocess
 import time
 from typing import Any
 
-from netd.errors import BenchError
+from netd.errors import BenchError, LabError
 from netd.lab.netns import in_netns
 from netd.sources.ethtool import IoctlStatsReader
 from netd.vocabulary.ethtool_names import used
@@ -47,8 +47,11 @@ def kernel_reads(
         q = f"numrxqueues {queues} numtxqueues {queues}"
         _ip("-n", netns, *f"link add {_A} {q} type veth peer name {_B} {q}".split())
         _ip("-n", netns, "link", "set", _A, "up")
-        with in_netns(netns):  # the reader's socket, and so its ioctls, belong to the namespace
-            reader = IoctlStatsReader()
+        try:
+            with in_netns(netns):  # the reader's socket, and so its ioctls, belong to the namespace
+                reader = IoctlStatsReader()
+        except (LabError, OSError) as exc:  # setns refused (a container without CAP_SYS_ADMIN)
+            raise BenchError(f"cannot read inside namespace {netns}: {exc}") from exc
         try:
             return _measure(reader, netdevs, samples, calm_s)
         finally:

@@ -8,11 +8,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from netd.bench.kernel_reads import kernel_reads
 from netd.bench.static_tree import StaticHost
+from netd.errors import BenchError, LabError
 from netd.series.tracker import SeriesTracker
 from netd.sources.collect import Sampler
 
@@ -101,3 +103,21 @@ def test_kernel_reads_measure_a_real_netdev_and_leave_no_namespace() -> None:
 def test_kernel_reads_are_skipped_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert kernel_reads() is None
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and ip")
+def test_a_namespace_that_cannot_be_entered_is_a_bench_error_and_is_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import netd.bench.kernel_reads as kr
+
+    def refuse(netns: str) -> Any:
+        raise LabError("setns failed: Operation not permitted")
+
+    monkeypatch.setattr(kr, "in_netns", refuse)
+    before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    with pytest.raises(BenchError, match="Operation not permitted"):
+        kernel_reads(queues=2, netdevs=1, samples=1, calm_s=0.01)
+    after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    assert after <= before
