@@ -85,21 +85,18 @@ class IoctlStatsReader:
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """ETHTOOL_GSTATS has no per-statistic variant: the whole set is read, then only ``names``
         are picked out (by position, learnt once per name set)."""
-        got = self._checked(netdev)
-        if isinstance(got, StatsRead):
-            return got
-        table, values = got
-        picked = table.positions(names)
-        return StatsRead(frozen_map({n: values[i] for n, i in picked}), bad=table.bad)
+        return self._picked(netdev, lambda table: names)
 
     def read_kept(self, netdev: str, keep: Callable[[str], bool]) -> StatsRead:
         """The whole set read, only the names ``keep`` accepts picked out (decided once per name table)."""
+        return self._picked(netdev, lambda table: table.kept(keep))
+
+    def _picked(self, netdev: str, wanted: Callable[[_Names], tuple[str, ...]]) -> StatsRead:
         got = self._checked(netdev)
         if isinstance(got, StatsRead):
             return got
         table, values = got
-        picked = table.positions(table.kept(keep))
-        return StatsRead(frozen_map({n: values[i] for n, i in picked}), bad=table.bad)
+        return StatsRead(frozen_map({n: values[i] for n, i in table.positions(wanted(table))}), bad=table.bad)
 
     def close(self) -> None:
         self._sock.close()
@@ -197,7 +194,7 @@ class _Names:
     :func:`~netd.sources.ethtool_read.ordered_stats`) and are named in ``bad``.
     """
 
-    __slots__ = ("all", "bad", "first", "raw", "_keep", "_kept", "_positions")
+    __slots__ = ("all", "bad", "first", "raw", "_first_at", "_kept", "_positions")
 
     def __init__(self, raw: bytes, names: tuple[str, ...]) -> None:
         self.raw = raw
@@ -212,7 +209,7 @@ class _Names:
         self.first = tuple(index)
         self.bad = tuple(bad)
         # positions of the first occurrences, or None when there is no duplicate (all of them)
-        self._keep = None if not bad else tuple(index.values())
+        self._first_at = None if not bad else tuple(index.values())
         self._positions: dict[tuple[str, ...], tuple[tuple[str, int], ...]] = {}
         self._kept: dict[Callable[[str], bool], tuple[str, ...]] = {}
 
@@ -227,7 +224,7 @@ class _Names:
 
     def firsts(self, values: tuple[int, ...]) -> tuple[int, ...]:
         """``values`` (one per name) narrowed to the first occurrence of each name."""
-        return values if self._keep is None else tuple(values[i] for i in self._keep)
+        return values if self._first_at is None else tuple(values[i] for i in self._first_at)
 
     def kept(self, keep: Callable[[str], bool]) -> tuple[str, ...]:
         """The names ``keep`` accepts, in driver order (first occurrences), asked once per table."""

@@ -15,7 +15,6 @@ __all__ = [
     "StatsRead",
     "StatsReader",
     "invalid_netdev_name",
-    "narrowed",
     "ordered_stats",
     "subset",
 ]
@@ -87,21 +86,3 @@ def subset(got: StatsRead, names: tuple[str, ...]) -> StatsRead:
         return got
     stats = got.stats
     return StatsRead(frozen_map({n: stats[n] for n in names if n in stats}), got.reason, got.bad)
-
-
-def narrowed(
-    got: StatsRead,
-    keep: Callable[[str], bool],
-    cache: dict[tuple[Callable[[str], bool], tuple[str, ...]], tuple[str, ...]],
-) -> StatsRead:
-    """``got`` with only the names ``keep`` accepts; ``cache`` remembers the answer per name table (the
-    names change only when the driver's set does, e.g. PFC enabled on another priority)."""
-    if got.stats is None:
-        return got
-    key = (keep, tuple(got.stats))
-    names = cache.get(key)
-    if names is None:
-        if len(cache) >= 64:
-            cache.clear()
-        names = cache[key] = tuple(n for n in key[1] if keep(n))
-    return subset(got, names)

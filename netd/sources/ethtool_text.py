@@ -14,14 +14,7 @@ from pathlib import Path
 
 from netd.errors import SourceError
 from netd.model.snapshot import frozen_map
-from netd.sources.ethtool_read import (
-    ETH_GSTRING_LEN,
-    StatsRead,
-    invalid_netdev_name,
-    narrowed,
-    ordered_stats,
-    subset,
-)
+from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats, subset
 from netd.sources.sysfs_io import ABSENT_ERRNOS
 
 __all__ = ["CapturedStatsReader", "format_ethtool_text", "parse_ethtool_text", "pick_ethtool_stats"]
@@ -174,7 +167,6 @@ class CapturedStatsReader:
         self._paths: dict[str, str] = {}  # netdev -> its capture's path, checked once
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
-        self._kept: dict[tuple[Callable[[str], bool], tuple[str, ...]], tuple[str, ...]] = {}
         # netdev -> (its capture's names, the positions kept, by which predicate): read_kept's fast path
         self._layouts: dict[str, tuple[list[str], tuple[int, ...], Callable[[str], bool]]] = {}
 
@@ -203,7 +195,8 @@ class CapturedStatsReader:
                     layout = self._layouts[netdev] = (names, kept, keep)
             if layout is not None:
                 return StatsRead(frozen_map({names[i]: int(values[i]) for i in layout[1]}))
-        return narrowed(parse_ethtool_text(text), keep, self._kept)
+        whole = parse_ethtool_text(text)  # unclean (rare): parsed with reasons, then narrowed
+        return whole if whole.stats is None else subset(whole, tuple(filter(keep, whole.stats)))
 
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """Only ``names`` (those present): searched for in the capture, parsed whole only when the
