@@ -136,6 +136,32 @@ def test_a_storm_is_confirmed_when_its_onset_allows_not_a_whole_interval_later()
     assert [(e.action, e.finding.kind) for e in events] == [("opened", "pfc_storm")]
 
 
+@pytest.mark.parametrize("paused", [0.3, 0.7, 0.79])
+def test_sustained_partial_pause_opens_nothing_and_never_races_the_fast_path(paused: float) -> None:
+    """A congested priority paused ``paused`` of every sample while it keeps transmitting: an onset is
+    seen once, then every sample has a lead but none is fresh. No finding opens and, after that one
+    early sample, the loop never samples faster than fast_interval."""
+    now = [0.0]
+    events: list[FindingEvent] = []
+    nic, tracker = Nic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect  # the defaults: adaptive, 50 ms detection time
+    det = Detection(
+        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], listener=events.append
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    steps = []
+    for _ in range(200):  # ~10 s of samples, as the loop schedules them
+        step = det.fast_interval_s
+        steps.append(step)
+        now[0] += step
+        nic.storm(paused * step)
+        nic.stats["tx_prio3_packets"] += 1000
+        det.fast_sample()
+    assert not events
+    early = [s for s in steps if s < cfg.fast_interval]
+    assert len(early) == 1 and steps[-1] == cfg.fast_interval
+
+
 def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:
     now = [0.0]
     taken: list[float] = []
