@@ -6,8 +6,9 @@ receiver's ToR (sent), CNPs arriving at each sender (handled). netd measures the
 way it does on a real host: its collector reads each lab host's sysfs-shaped tree
 (``<lab>/host<i>``, rendered from the host agents' counters) and its series layer turns counters into
 rates; where netd's eBPF probes (netd/sources/bpf*) can load, they run on the receiver's veth too and
-their CE and CNP counts are compared as well. netd ticks every ``tick_s`` during the run (the lab
-renders the trees on request just before each tick), and both sides' counter totals are read once
+their CE and CNP counts are compared as well. netd ticks every ``tick_s`` during the run, on a thread
+of its own so the DCQCN controller's loop never waits for it (the lab renders the trees on request
+just before each tick), and both sides' counter totals are read once
 before the traffic starts and once after it has stopped and drained: ``rate_error`` is the largest
 relative difference of the two sides' totals over that same window (differences of totals, not of
 rates computed with each side's own clock, which measured their timing skew as error).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -163,14 +165,16 @@ def measure_incast(
     netd |= {h: NetdProbe(directory, h) for h in hosts}
     client = LabClient(directory)
     next_tick = [scenario.warmup_s]
-    ticks = [0]
+    # netd ticks on a thread of its own: the sample callback runs in the DCQCN controller's loop,
+    # which must not wait for netd's pipeline (a tick is several ms, longer than a cut period)
+    netd_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netd-tick")
+    ticks: list[Future[Mark]] = []
 
     def on_sample(sample: Sample) -> None:
         if sample.t < next_tick[0]:
             return
         next_tick[0] += tick_s
-        _mark(client, netd, layout, receiver, hosts)  # netd runs its pipeline as on a real host
-        ticks[0] += 1
+        ticks.append(netd_thread.submit(_mark, client, netd, layout, receiver, hosts))
 
     caps: dict[int, Capture] = {}
     try:
@@ -178,17 +182,20 @@ def measure_incast(
             caps[h] = Capture(layout.host_nodes[h].netns, "eth0")
         ta, na = _mark(client, netd, layout, receiver, hosts)
         result = run_scenario(root, name, scenario, lab_params(layout.link_mbps), on_sample=on_sample)
+        for tick in ticks:
+            tick.result()  # a tick that failed fails the measurement
         time.sleep(DRAIN_S)
         tb, nb = _mark(client, netd, layout, receiver, hosts)
         captured = {h: c.stop() for h, c in caps.items()}
         caps = {}
     finally:
+        netd_thread.shutdown(cancel_futures=True)
         for c in caps.values():  # only after a failure: the run's captures were stopped above
             c.kill()
         client.close()
         for p in netd.values():
             p.close()
-    if ticks[0] < 2:
+    if len(ticks) < 2:
         raise LabError("the run was too short for two netd ticks; use a longer --duration")
     errors: dict[str, float | None] = {}
 
@@ -213,7 +220,7 @@ def measure_incast(
         "summary": summarize(result),
         "rate_errors": errors,
         "probes": netd[receiver].probes,
-        "ticks": ticks[0],
+        "ticks": len(ticks),
         "wire": wire,
     }
 

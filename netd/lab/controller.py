@@ -5,7 +5,10 @@ it reads, per flow, the CNPs the agent received and the bytes it sent since the 
 the paper's reaction point (cut on CNP, alpha EWMA, fast recovery, additive and hyper increase) by
 the real elapsed time, and writes the new current rate Rc back for the agent's pacer. Steps run
 every ~1 ms, shorter than every DCQCN timer in the lab's parameters (netd/lab/params.py), so a step
-holds at most one event of each kind, where rp_step is exact.
+holds at most one event of each kind, where rp_step is exact. A step that comes later than the
+shortest of those timers (the cut period) is counted in :attr:`DcqcnController.late_steps`: the
+reaction points stood still for that long (the run's summary reports it, so a figure measured while
+the controller was starved says so).
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class DcqcnController:
         self._last_cnp = np.zeros(0)
         self._last_sent = np.zeros(0)
         self._last_t = 0.0
+        self.steps = 0
+        self.late_steps = 0
+        self.max_gap_s = 0.0
 
     def add(self, host: int) -> FlowSlot:
         """Reserve a flow-table slot on ``host``; the flow starts with :meth:`start`."""
@@ -107,6 +113,9 @@ class DcqcnController:
             return self.state.rc
         dt_us = (now - self._last_t) * 1e6
         self._last_t = now
+        self.steps += 1
+        self.max_gap_s = max(self.max_gap_s, dt_us / 1e6)
+        self.late_steps += dt_us > self.params.rp_rate_reduce_monitor_period
         cnp_total, sent_total = self._gather(self._cnp), self._gather(self._sent)
         cnps = np.where(self.active, cnp_total - self._last_cnp, 0.0)
         sent = np.where(self.active, sent_total - self._last_sent, 0.0)

@@ -45,6 +45,12 @@ def render_summary(doc: dict[str, Any]) -> str:
             lines.append(f"    {t:5.2f}s " + " ".join(f"{r:6.1f}" for r in row))
     for host, counters in doc["hosts"].items():
         lines.append(f"  {host}: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    ctl = doc.get("controller")
+    if ctl:
+        lines.append(
+            f"  DCQCN controller: {ctl['steps']} steps, {ctl['late_steps']} later than the cut period, "
+            f"longest gap {ctl['max_gap_ms']:g} ms"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -25,7 +25,7 @@ from netd.errors import LabError
 from netd.lab.control import LabClient
 from netd.lab.controller import DcqcnController, FlowSlot
 from netd.lab.labd import switch_config
-from netd.lab.realtime import CONTROLLER_PRIORITY, realtime
+from netd.lab.realtime import CONTROLLER_PRIORITY, frozen_gc, realtime
 from netd.lab.scenarios import FlowSpec, Scenario
 from netd.lab.shm import LAB_MAX_RQPS, HostShm
 from netd.lab.state import LabState, lab_dir, lab_lock
@@ -54,6 +54,8 @@ class RunResult:
     end_stats: dict[str, Any] = field(default_factory=dict)
     host_start: list[dict[str, int]] = field(default_factory=list)  # agent counters per host
     host_end: list[dict[str, int]] = field(default_factory=list)
+    # the reaction points' timing: steps, steps later than the cut period, the longest gap (s)
+    controller: dict[str, float] = field(default_factory=dict)
 
 
 def _ip(address: str) -> int:
@@ -105,11 +107,16 @@ def run_scenario(
             for pid, mbps in scenario.shape.items():
                 restore_switch = True
                 client.request("shape", ports=[pid], mbps=mbps)
-            with realtime(CONTROLLER_PRIORITY):
+            with realtime(CONTROLLER_PRIORITY), frozen_gc():
                 _timeline(
                     scenario, result, ctl, slots, shms, client, step_s, trace_s, payload, on_sample, stop
                 )
         finally:
+            result.controller = {
+                "steps": ctl.steps,
+                "late_steps": ctl.late_steps,
+                "max_gap_ms": round(ctl.max_gap_s * 1e3, 2),
+            }
             ctl.stop_all()
             for shm in shms.values():
                 shm.s.ctl.stuck = 0

@@ -15,6 +15,8 @@ Every figure is measured, over the run's measurement window (after ``warmup_s``)
   noise around the fixed point does not restart it); None if they never settle. A symmetric start
   (every flow at line rate, all paused alike) is fair but not converged, hence the capacity test;
   **jain**: the index of per-flow goodput from convergence (or the window start) to the end.
+* **controller**: the reaction points' steps, how many came later than the cut period (each one a
+  stretch in which no flow could react; a starved machine, not DCQCN), and the longest gap in ms.
 """
 
 from __future__ import annotations
@@ -161,6 +163,7 @@ def summarize(result: RunResult) -> dict[str, Any]:
         "pfc": _pfc(result),
         "hosts": _hosts(result),
         "rate_trace": _trace(result.samples),
+        "controller": result.controller,
     }
 
 

@@ -69,3 +69,27 @@ def test_controller_starts_flows_at_line_rate_and_cuts_on_cnps(tmp_path: Path) -
     for s in shms.values():
         s.close()
     assert np.all(np.isfinite(rc))
+
+
+def test_controller_counts_steps_later_than_the_cut_period(tmp_path: Path) -> None:
+    """A step after a gap longer than rp_rate_reduce_monitor_period (4 ms in the lab) is late: the
+    reaction points stood still for longer than one cut could take."""
+    shm = _agent(tmp_path / "host1.shm")
+    ctl = DcqcnController({1: shm}, lab_params(), line_rate_mbps=100.0)
+    ctl.start(ctl.add(1), qpn=0x101, dst_ip=0x0A4D010A, payload=2048)
+    for now in (10.0, 10.001, 10.002, 10.0059, 10.0161, 10.1461):  # gaps 1, 1, 3.9, 10.2, 130 ms
+        ctl.step(now=now)
+    assert (ctl.steps, ctl.late_steps) == (5, 2)
+    assert ctl.max_gap_s == pytest.approx(0.130)
+    shm.close()
+
+
+def test_frozen_gc_hides_existing_objects_for_the_block_only() -> None:
+    import gc
+
+    from netd.lab.realtime import frozen_gc
+
+    before = gc.get_freeze_count()
+    with frozen_gc():
+        assert gc.get_freeze_count() > before
+    assert gc.get_freeze_count() == 0
