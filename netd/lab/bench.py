@@ -36,6 +36,7 @@ from netd.lab.layout import LabLayout
 from netd.lab.manage import down as lab_down
 from netd.lab.manage import up
 from netd.lab.params import lab_params
+from netd.lab.realtime import normal_priority
 from netd.lab.runner import Sample, run_scenario
 from netd.lab.scenarios import incast
 from netd.lab.state import LabState, lab_dir
@@ -166,8 +167,10 @@ def measure_incast(
     client = LabClient(directory)
     next_tick = [scenario.warmup_s]
     # netd ticks on a thread of its own: the sample callback runs in the DCQCN controller's loop,
-    # which must not wait for netd's pipeline (a tick is several ms, longer than a cut period)
-    netd_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netd-tick")
+    # which must not wait for netd's pipeline (a tick is several ms, longer than a cut period). The
+    # thread is created from that real-time loop, so it leaves the real-time scheduler first: netd's
+    # work must not preempt the host agents either.
+    netd_thread = ThreadPoolExecutor(1, thread_name_prefix="netd-tick", initializer=normal_priority)
     ticks: list[Future[Mark]] = []
 
     def on_sample(sample: Sample) -> None:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["CONTROLLER_PRIORITY", "LABD_PRIORITY", "frozen_gc", "realtime"]
+__all__ = ["CONTROLLER_PRIORITY", "LABD_PRIORITY", "frozen_gc", "normal_priority", "realtime"]
 
 # Above the host agents' pacers (10): whatever the agents do, the controller can still cut their
 # rates and the lab daemon can still pause a port.
@@ -43,6 +43,16 @@ def realtime(priority: int) -> Iterator[bool]:
         yield True
     finally:
         os.sched_setscheduler(0, before[0], before[1])
+
+
+def normal_priority() -> None:
+    """Put the calling thread back under the normal scheduler. A thread inherits its creator's policy
+    (glibc's default), so one started from a real-time loop is real-time too unless it says otherwise:
+    a helper's work (netd's ticks beside the controller) must not preempt the host agents."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (OSError, AttributeError) as exc:
+        log.info("could not leave the real-time scheduler: %s", exc)
 
 
 @contextmanager

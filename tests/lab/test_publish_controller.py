@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +94,21 @@ def test_frozen_gc_hides_existing_objects_for_the_block_only() -> None:
     with frozen_gc():
         assert gc.get_freeze_count() > before
     assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root")
+def test_a_helper_started_from_the_real_time_loop_leaves_real_time() -> None:
+    """Threads inherit their creator's policy: netd's tick thread, started from the controller's
+    SCHED_FIFO loop, would preempt the host agents unless it leaves (normal_priority)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from netd.lab.realtime import CONTROLLER_PRIORITY, normal_priority, realtime
+
+    with realtime(CONTROLLER_PRIORITY) as granted:
+        assert granted
+        with ThreadPoolExecutor(1) as inherits:
+            assert inherits.submit(os.sched_getscheduler, 0).result() == os.SCHED_FIFO
+        with ThreadPoolExecutor(1, initializer=normal_priority) as helper:
+            assert helper.submit(os.sched_getscheduler, 0).result() == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
