@@ -270,6 +270,7 @@ def lab_bench(
                 "capture_dropped",
             )
         },
+        "controller": s["controller"],
         "netd_probes": m["probes"],
         "netd_ticks": m["ticks"],
         "senders": senders,
