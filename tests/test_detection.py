@@ -40,6 +40,7 @@ def observe(tracker: SeriesTracker, nic: Nic, t: float) -> object:
 
 
 FIXED = {"fast_interval": 0.1, "fast_calm_interval": 0.0, "pfc_detection_time": 0.2}
+FREE = lambda: 0.0  # noqa: E731  a CPU clock under which samples cost nothing (no budget applies)
 
 
 def test_fast_path_finds_a_storm_between_ticks(caplog: pytest.LogCaptureFixture) -> None:
@@ -82,7 +83,9 @@ def test_fast_path_cadence_follows_pause() -> None:
     cfg = load_config(None, environ={}).detect.model_copy(
         update={"fast_interval": 0.05, "fast_calm_interval": 0.2, "fast_linger": 1.0}
     )
-    det = Detection(cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0])
+    det = Detection(
+        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], cpu_clock=FREE
+    )
     det.on_observation(observe(tracker, nic, 0.0))
     assert det.fast_interval_s == 0.2  # no pause seen
     now[0] = 0.2
@@ -119,7 +122,13 @@ def test_a_storm_is_confirmed_when_its_onset_allows_not_a_whole_interval_later()
         update={"fast_interval": 0.05, "fast_calm_interval": 0.1, "pfc_detection_time": 0.05}
     )
     det = Detection(
-        cfg, "h", pfc_reader=nic.read, clock=lambda: now[0], wall=lambda: 1e9 + now[0], listener=events.append
+        cfg,
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        listener=events.append,
+        cpu_clock=FREE,
     )
     det.on_observation(observe(tracker, nic, 0.0))
     now[0] = 0.1
@@ -160,6 +169,92 @@ def test_sustained_partial_pause_opens_nothing_and_never_races_the_fast_path(pau
     assert not events
     early = [s for s in steps if s < cfg.fast_interval]
     assert len(early) == 1 and steps[-1] == cfg.fast_interval
+
+
+class CostlyNic(Nic):
+    """Reading it costs ``cost`` CPU seconds (on the test's CPU clock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu = 0.0
+        self.cost = 0.0
+
+    def read(self, names: list[str]) -> dict[str, EthtoolSample]:
+        self.cpu += self.cost
+        return super().read(names)
+
+
+# (calm sample cost s, budget) -> the calm interval: cost / budget, within [fast_calm_interval, 1 s]
+BUDGET_CASES = [
+    (0.0005, 0.01, 0.1),  # 0.5 ms at 0.1 s is 0.5 % of a core: within the budget
+    (0.001, 0.01, 0.1),  # exactly the budget
+    (0.002, 0.01, 0.2),  # 2 ms: every 0.2 s keeps it at 1 %
+    (0.002, 0.005, 0.4),
+    (0.05, 0.01, 1.0),  # a very slow read: a sample a second at most
+    (0.05, 0.0, 0.1),  # no budget
+]
+
+
+@pytest.mark.parametrize(("cost", "budget", "calm"), BUDGET_CASES)
+def test_calm_cadence_stretches_to_the_cpu_budget(cost: float, budget: float, calm: float) -> None:
+    now = [0.0]
+    nic, tracker = CostlyNic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": 0.05, "fast_calm_interval": 0.1, "fast_calm_cpu_budget": budget}
+    )
+    det = Detection(
+        cfg,
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        cpu_clock=lambda: nic.cpu,
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    assert det.fast_interval_s == 0.1  # nothing measured yet
+    nic.cost = cost
+    for _ in range(3):
+        now[0] += det.fast_interval_s
+        assert not det.take_fast_sample()  # calm
+    assert det.fast_interval_s == pytest.approx(calm)
+    assert det.state().fast_interval_s == pytest.approx(calm)  # what /metrics shows
+    nic.storm(0.01)  # pause: the onset's confirming sample, then the fast cadence, whatever reads cost
+    now[0] += 0.05
+    det.fast_sample()
+    assert det.fast_interval_s == pytest.approx(0.04)
+    now[0] += 0.04
+    det.fast_sample()
+    assert det.fast_interval_s == 0.05
+
+
+def test_the_budget_follows_a_changed_cost_gradually() -> None:
+    """The cost judged is an average: one cheap sample after expensive ones moves it a fifth of the way."""
+    now = [0.0]
+    nic, tracker = CostlyNic(), SeriesTracker()
+    cfg = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": 0.05, "fast_calm_interval": 0.1}
+    )
+    det = Detection(
+        cfg,
+        "h",
+        pfc_reader=nic.read,
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        cpu_clock=lambda: nic.cpu,
+    )
+    det.on_observation(observe(tracker, nic, 0.0))
+    nic.cost = 0.004
+    now[0] += 0.1
+    det.take_fast_sample()
+    assert det.fast_interval_s == pytest.approx(0.4)  # default budget: 1 % of a core
+    nic.cost = 0.0005
+    now[0] += 0.4
+    det.take_fast_sample()
+    assert det.fast_interval_s == pytest.approx((0.004 + 0.2 * (0.0005 - 0.004)) / 0.01)  # 0.33 s
+    for _ in range(30):
+        now[0] += det.fast_interval_s
+        det.take_fast_sample()
+    assert det.fast_interval_s == 0.1  # cheap again: the configured calm interval
 
 
 def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:

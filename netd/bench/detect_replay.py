@@ -95,9 +95,12 @@ def run_trace(
         scorers = [
             scorer_from_config(congestion or CongestionConfig()) for _ in hosts
         ]  # as the daemon: score, then detect
+        # Time is simulated and a replay's CPU time says nothing of a host's read: the cadence must not
+        # depend on the machine running the bench, so the calm CPU budget is off here.
+        paced = cfg.model_copy(update={"fast_calm_cpu_budget": 0.0})
         detections = [
             Detection(
-                cfg,
+                paced,
                 fabric.host_name(h),
                 pfc_reader=_reader(c) if fast > 0 else None,
                 clock=lambda: now[0],

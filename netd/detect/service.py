@@ -51,6 +51,11 @@ log = logging.getLogger("netd.anomalies")
 # The earliest a sample that could confirm a storm's onset is taken, as a fraction of fast_interval:
 # shorter samples would mostly measure the loop's own jitter.
 _CONFIRM_FLOOR = 0.25
+# The calm cadence under [detect] fast_calm_cpu_budget: the longest it stretches to, and how much a
+# new calm sample's cost moves the average it is judged by (a cold sample now and then must not
+# swing the cadence; a NIC that became expensive to read is followed within a few samples).
+_CALM_CEILING_S = 1.0
+_CALM_COST_WEIGHT = 0.2
 
 # PFC netdev -> the statistics wanted of it (a reader may return more) -> the samples that answered
 PfcReader = Callable[[Mapping[str, tuple[str, ...]]], Mapping[str, EthtoolSample]]
@@ -114,6 +119,7 @@ class Detection:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         listener: Callable[[FindingEvent], None] | None = None,
+        cpu_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self.cfg = cfg
         self.engine = DetectionEngine(cfg, host)
@@ -123,6 +129,7 @@ class Detection:
         self.links = links
         self._clock = clock
         self._wall = wall
+        self._cpu_clock = cpu_clock
         self._listener = listener  # sees every lifecycle event (the benchmark scores them)
         # the host's configuration contradictions, asked once per tick (netd.detect.config); the
         # composition root sets it to the QoS reader's latest findings
@@ -130,6 +137,7 @@ class Detection:
         self._fast_samples = 0
         self._fast_calm = 0  # fast samples put aside by the calm test (counted in _fast_samples too)
         self._fast_cpu = 0.0
+        self._calm_cost: float | None = None  # average CPU seconds of a calm fast sample
         self._signature: tuple[object, ...] | None = None  # pause statistics of the last PFC sample read
         self._pending: tuple[Mapping[str, EthtoolSample], float, float] | None = None  # put aside
         self._active_until = float("-inf")  # fast cadence until then (pause was seen)
@@ -143,7 +151,8 @@ class Detection:
         while some PFC netdev showed pause within the last ``fast_linger`` seconds,
         ``fast_calm_interval`` otherwise; and right after a storm's onset sample, the time at which
         the next sample could confirm the storm (``pfc_detection_time`` minus the pause the onset
-        sample saw; at least a quarter of ``fast_interval``), docs/detection.md."""
+        sample saw; at least a quarter of ``fast_interval``), docs/detection.md. The calm interval
+        stretches when calm samples would cost more than ``fast_calm_cpu_budget``."""
         fast = self.cfg.fast_interval if self.pfc_reader is not None else 0.0
         calm = self.cfg.fast_calm_interval
         if fast <= 0 or calm <= fast:  # off, or a fixed cadence
@@ -151,7 +160,15 @@ class Detection:
         confirm = self.engine.pfc_confirm_in()
         if confirm is not None:  # a storm's onset was seen: sample when it could be confirmed
             return min(fast, max(confirm, fast * _CONFIRM_FLOOR))
-        return fast if self._clock() < self._active_until else calm
+        return fast if self._clock() < self._active_until else self._budgeted(calm)
+
+    def _budgeted(self, calm: float) -> float:
+        """The calm interval at which calm samples cost at most the budget (never shorter than
+        configured, never over a second)."""
+        budget, cost = self.cfg.fast_calm_cpu_budget, self._calm_cost
+        if budget <= 0 or cost is None or cost <= calm * budget:
+            return calm
+        return min(cost / budget, max(calm, _CALM_CEILING_S))
 
     def state(self) -> AnomalyState:
         st = self._state
@@ -193,7 +210,7 @@ class Detection:
         """One fast-path sample; False when it was put aside as calm: the engine's findings stand and
         only the fast path's own counts moved, which :meth:`state` applies when next asked (the daemon
         republishes at the next evaluated sample or tick, not after every calm sample)."""
-        start = time.thread_time()
+        start = self._cpu_clock()
         wanted = self.feed.pfc_wanted()
         if self.pfc_reader is not None and wanted:
             try:
@@ -205,9 +222,13 @@ class Detection:
         else:
             evaluated = True
         self._fast_samples += 1
-        self._fast_cpu += time.thread_time() - start
+        cost = self._cpu_clock() - start
+        self._fast_cpu += cost
         if evaluated:
             self._publish()
+        else:  # what the calm cadence costs: the budget's measure
+            last = self._calm_cost
+            self._calm_cost = cost if last is None else last + _CALM_COST_WEIGHT * (cost - last)
         return evaluated
 
     def _fast_pfc(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
