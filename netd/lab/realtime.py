@@ -60,10 +60,13 @@ def frozen_gc() -> Iterator[None]:
     """Inside the block, the garbage collector ignores every object that existed before it.
 
     Garbage among them waits for the first collection after the block, when ``gc.unfreeze`` hands
-    them all back to the oldest generation.
+    them all back to the oldest generation. Python has one frozen set: when something froze objects
+    before (a daemon's long-lived state, netd.daemon.loop), they all stay frozen, as that owner wants.
     """
+    owner = gc.get_freeze_count() == 0
     gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if owner:
+            gc.unfreeze()
