@@ -8,10 +8,10 @@ way it does on a real host: its collector reads each lab host's sysfs-shaped tre
 rates; where netd's eBPF probes (netd/sources/bpf*) can load, they run on the receiver's veth too and
 their CE and CNP counts are compared as well. netd ticks every ``tick_s`` during the run, on a thread
 of its own so the DCQCN controller's loop never waits for it (the lab renders the trees on request
-just before each tick), and both sides' counter totals are read once
-before the traffic starts and once after it has stopped and drained: ``rate_error`` is the largest
-relative difference of the two sides' totals over that same window (differences of totals, not of
-rates computed with each side's own clock, which measured their timing skew as error).
+just before each tick), and both sides' counter totals are read once before the traffic starts and
+once after it has stopped and drained: ``rate_error`` is the largest relative difference of the two
+sides' totals over that same window (differences of totals, not of rates computed with each side's
+own clock, which measured their timing skew as error).
 
 The wire itself is checked from captures (netd.lab.capture, decoded by netd.lab.wire independently of
 the agents) on the receiver's interface and on the first sender's: the fraction of RoCEv2 frames with a
