@@ -88,14 +88,19 @@ def netns_pids(netns: str) -> list[int]:
     return pids
 
 
-def pid_alive(pid: int) -> bool:
+def pid_alive(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether ``pid`` runs (a zombie does not). The process may exit between the signal test and the
+    read of its stat: a read that fails (ENOENT, or ESRCH once the task is gone) means it is not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    try:
+        state = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
     return state != "Z"
 
 
