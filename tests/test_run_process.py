@@ -66,11 +66,13 @@ def test_emulated_fabric_end_to_end(daemon, free_port):
 
 
 def _children(pid: int) -> list[int]:
-    return [
-        int(c)
-        for task in Path(f"/proc/{pid}/task").iterdir()
-        for c in (task / "children").read_text().split()
-    ]
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # a thread that ended since the listing
+            continue
+    return found
 
 
 def _cmdline(pid: int) -> str:

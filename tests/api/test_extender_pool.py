@@ -36,9 +36,12 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        with open(f"/proc/{pid}/stat") as f:  # a zombie is gone too (its parent reaps it)
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:  # a zombie is gone too (its parent reaps it)
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:  # reaped between the signal and the read
+            return True
         time.sleep(0.05)
     return False
 
