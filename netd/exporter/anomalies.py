@@ -54,7 +54,9 @@ def anomaly_families(state: AnomalyState | None) -> Iterator[Metric]:
             total.add_metric([kind, sev.value], state.totals.get((kind, sev.value), 0))
     yield total
     interval = GaugeMetricFamily(
-        "netd_anomaly_fast_path_interval_seconds", "Interval of the PFC fast path between ticks (0: off)."
+        "netd_anomaly_fast_path_interval_seconds",
+        "Interval of the PFC fast path between ticks in force (0: off); while calm, stretched past "
+        "fast_calm_interval when calm samples would cost more than fast_calm_cpu_budget.",
     )
     interval.add_metric([], state.fast_interval_s)
     yield interval
