@@ -195,12 +195,12 @@ BUDGET_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("cost", "budget", "calm"), BUDGET_CASES)
-def test_calm_cadence_stretches_to_the_cpu_budget(cost: float, budget: float, calm: float) -> None:
+def _budgeted(**detect: float) -> tuple[Detection, CostlyNic, list[float]]:
+    """A detection whose fast path reads a CostlyNic on a driven clock, after one tick; and the clock."""
     now = [0.0]
     nic, tracker = CostlyNic(), SeriesTracker()
     cfg = load_config(None, environ={}).detect.model_copy(
-        update={"fast_interval": 0.05, "fast_calm_interval": 0.1, "fast_calm_cpu_budget": budget}
+        update={"fast_interval": 0.05, "fast_calm_interval": 0.1, **detect}
     )
     det = Detection(
         cfg,
@@ -211,6 +211,12 @@ def test_calm_cadence_stretches_to_the_cpu_budget(cost: float, budget: float, ca
         cpu_clock=lambda: nic.cpu,
     )
     det.on_observation(observe(tracker, nic, 0.0))
+    return det, nic, now
+
+
+@pytest.mark.parametrize(("cost", "budget", "calm"), BUDGET_CASES)
+def test_calm_cadence_stretches_to_the_cpu_budget(cost: float, budget: float, calm: float) -> None:
+    det, nic, now = _budgeted(fast_calm_cpu_budget=budget)
     assert det.fast_interval_s == 0.1  # nothing measured yet
     nic.cost = cost
     for _ in range(3):
@@ -229,24 +235,11 @@ def test_calm_cadence_stretches_to_the_cpu_budget(cost: float, budget: float, ca
 
 def test_the_budget_follows_a_changed_cost_gradually() -> None:
     """The cost judged is an average: one cheap sample after expensive ones moves it a fifth of the way."""
-    now = [0.0]
-    nic, tracker = CostlyNic(), SeriesTracker()
-    cfg = load_config(None, environ={}).detect.model_copy(
-        update={"fast_interval": 0.05, "fast_calm_interval": 0.1}
-    )
-    det = Detection(
-        cfg,
-        "h",
-        pfc_reader=nic.read,
-        clock=lambda: now[0],
-        wall=lambda: 1e9 + now[0],
-        cpu_clock=lambda: nic.cpu,
-    )
-    det.on_observation(observe(tracker, nic, 0.0))
+    det, nic, now = _budgeted()  # the default budget: 1 % of a core
     nic.cost = 0.004
     now[0] += 0.1
     det.take_fast_sample()
-    assert det.fast_interval_s == pytest.approx(0.4)  # default budget: 1 % of a core
+    assert det.fast_interval_s == pytest.approx(0.4)
     nic.cost = 0.0005
     now[0] += 0.4
     det.take_fast_sample()

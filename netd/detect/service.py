@@ -168,7 +168,7 @@ class Detection:
         budget, cost = self.cfg.fast_calm_cpu_budget, self._calm_cost
         if budget <= 0 or cost is None or cost <= calm * budget:
             return calm
-        return min(cost / budget, max(calm, _CALM_CEILING_S))
+        return min(cost / budget, _CALM_CEILING_S)  # fast_calm_interval is at most 1 s too
 
     def state(self) -> AnomalyState:
         st = self._state
