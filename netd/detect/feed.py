@@ -227,6 +227,11 @@ class DetectFeed:
         sample needs these ~8 of mlx5's ~160."""
         return self._pfc_names
 
+    def pause_names(self) -> Mapping[str, tuple[str, ...]]:
+        """PFC netdev -> the statistics that show pause on it (learnt at the last tick): what
+        :meth:`pause_signature` compares."""
+        return self._pause_names
+
     def pause_signature(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...]:
         """The raw pause statistics of the PFC netdevs in ``samples``: two samples with the same
         signature differ by no pause frame, no pause time and no storm event anywhere."""

@@ -34,6 +34,7 @@ from netd.model.snapshot import EthtoolSample
 from netd.series.tracker import Observation
 from netd.sources.collect import Sampler
 from netd.sources.ethtool import EthtoolSource
+from netd.sources.ethtool_raw import RawSamples
 from netd.sources.netlink_events import LinkEvent, LinkMonitor
 
 __all__ = [
@@ -139,6 +140,7 @@ class Detection:
         self._fast_cpu = 0.0
         self._calm_cost: float | None = None  # average CPU seconds of a calm fast sample
         self._signature: tuple[object, ...] | None = None  # pause statistics of the last PFC sample read
+        self._token: tuple[object, ...] | None = None  # their stand-in, when a fast sample was read last
         self._pending: tuple[Mapping[str, EthtoolSample], float, float] | None = None  # put aside
         self._active_until = float("-inf")  # fast cadence until then (pause was seen)
         self._state = self._with_costs(self.engine.state())
@@ -192,6 +194,7 @@ class Detection:
         if self.config is not None:
             tick = dataclasses.replace(tick, config=tuple(self.config()))
         snap = obs.snapshot
+        self._token = None  # the next fast sample compares with the tick's sample, by value
         # With the fast path on, the tick's PFC sample is one more sample of that path: put aside
         # like a calm fast sample when it is one (without it, tick to tick, nothing is put aside).
         if self.pfc_reader is not None and self._put_aside(snap.ethtool, snap.monotonic, snap.timestamp):
@@ -237,22 +240,38 @@ class Detection:
         no pause statistic of any PFC netdev moved since the last sample read. Such a sample would
         only advance the counter baselines; the last one put aside is evaluated before the next
         sample that is (its dt then covers exactly one sample interval, as without the test)."""
-        if self._put_aside(samples, monotonic, timestamp):
-            self._fast_calm += 1
-            return False
-        self._emit(self.engine.evaluate(self._evaluate_pfc(samples, monotonic, timestamp)))
-        return True
+        token = samples.pause_token(self.feed.pause_names()) if isinstance(samples, RawSamples) else None
+        unchanged = token is not None and token == self._token
+        self._token = token
+        if unchanged and self._calm(monotonic):
+            # The same pause statistics as the last sample read (a fast one: a tick clears the
+            # token), so the same signature: put aside as _put_aside would, and never parsed.
+            self._pending = (samples, monotonic, timestamp)
+        elif not self._put_aside(samples, monotonic, timestamp):
+            self._emit(self.engine.evaluate(self._evaluate_pfc(samples, monotonic, timestamp)))
+            return True
+        self._fast_calm += 1
+        return False
 
     def _put_aside(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
         """Keep a PFC sample unevaluated (the calm test, :meth:`_fast_pfc`); False when it must be
         evaluated (and then the caller does, with :meth:`_evaluate_pfc`)."""
         signature = self.feed.pause_signature(samples)
-        calm = signature == self._signature and monotonic >= self._active_until
+        unchanged = signature == self._signature
         self._signature = signature
-        if calm and self.engine.pfc_at_rest() and not (self.links is not None and self.links.pending()):
+        if unchanged and self._calm(monotonic):
             self._pending = (samples, monotonic, timestamp)
             return True
         return False
+
+    def _calm(self, monotonic: float) -> bool:
+        """Whether a sample whose pause statistics did not move can change no finding: no pause
+        within ``fast_linger``, the PFC detectors at rest, no link event waiting."""
+        return (
+            monotonic >= self._active_until
+            and self.engine.pfc_at_rest()
+            and not (self.links is not None and self.links.pending())
+        )
 
     def _evaluate_pfc(
         self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float
@@ -327,8 +346,9 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
 
 
 def pfc_reader(source: EthtoolSource) -> PfcReader:
-    """The fast path's reader on an ethtool source: only the wanted statistics of each PFC netdev."""
-    return lambda wanted: source.read(wanted, only=wanted)[0]
+    """The fast path's reader on an ethtool source: only the wanted statistics of each PFC netdev,
+    parsed only if the sample is evaluated (:class:`~netd.sources.ethtool_raw.RawSamples`)."""
+    return source.read_raw
 
 
 def wait_running_fast_path(

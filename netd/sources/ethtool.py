@@ -22,6 +22,7 @@ from pathlib import Path
 
 from netd.errors import EthtoolError, SourceError
 from netd.model.snapshot import EthtoolSample, frozen_map
+from netd.sources.ethtool_raw import RawSamples
 from netd.sources.ethtool_read import (
     ETH_GSTRING_LEN,
     StatsRead,
@@ -85,18 +86,37 @@ class IoctlStatsReader:
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """ETHTOOL_GSTATS has no per-statistic variant: the whole set is read, then only ``names``
         are picked out (by position, learnt once per name set)."""
-        return self._picked(netdev, lambda table: names)
+        return self.pick(self.read_raw(netdev), names)
 
     def read_kept(self, netdev: str, keep: Callable[[str], bool]) -> StatsRead:
         """The whole set read, only the names ``keep`` accepts picked out (decided once per name table)."""
-        return self._picked(netdev, lambda table: table.kept(keep))
+        raw = self.read_raw(netdev)
+        return raw if isinstance(raw, StatsRead) else self.pick(raw, raw[0].kept(keep))
 
-    def _picked(self, netdev: str, wanted: Callable[[_Names], tuple[str, ...]]) -> StatsRead:
-        got = self._checked(netdev)
-        if isinstance(got, StatsRead):
-            return got
-        table, values = got
-        return StatsRead(frozen_map({n: values[i] for n, i in table.positions(wanted(table))}), bad=table.bad)
+    def read_raw(self, netdev: str) -> tuple[_Names, tuple[int, ...]] | StatsRead:
+        """The name table and values of one read, or why there are none: what :meth:`pick` and
+        :meth:`token` take."""
+        return self._checked(netdev)
+
+    @staticmethod
+    def pick(raw: tuple[_Names, tuple[int, ...]] | StatsRead, names: tuple[str, ...]) -> StatsRead:
+        """What :meth:`read_some` returns, from a :meth:`read_raw` result."""
+        if isinstance(raw, StatsRead):
+            return raw
+        table, values = raw
+        return StatsRead(frozen_map({n: values[i] for n, i in table.positions(names)}), bad=table.bad)
+
+    @staticmethod
+    def token(
+        raw: tuple[_Names, tuple[int, ...]] | StatsRead, names: tuple[str, ...]
+    ) -> tuple[object, ...] | None:
+        """A stand-in for the values of ``names`` in a :meth:`read_raw` result: equal tokens, equal
+        values. The name table is part of it (a new table is a new object), so values at the same
+        positions of a table whose names moved never compare equal."""
+        if isinstance(raw, StatsRead):
+            return None
+        table, values = raw
+        return (table, *(values[i] for _, i in table.positions(names)))
 
     def close(self) -> None:
         self._sock.close()
@@ -308,6 +328,20 @@ class EthtoolSource:
             if got.bad:
                 reasons[netdev] = "skipped values: " + ", ".join(got.bad)
         return samples, reasons
+
+    def read_raw(self, only: Mapping[str, tuple[str, ...]]) -> RawSamples:
+        """The samples ``read(only, only=only)`` would return, read now and parsed only when looked at
+        (the PFC fast path compares a calm sample by :meth:`RawSamples.pause_token` and never parses
+        it). A read that raises is left out, as ``read`` leaves it out of its samples."""
+        raws: dict[str, object] = {}
+        read_raw, wanted = self.reader.read_raw, self.wanted
+        for netdev in only:
+            if wanted(netdev):
+                try:
+                    raws[netdev] = read_raw(netdev)
+                except SourceError:
+                    raws[netdev] = None
+        return RawSamples(self.reader, raws, only)
 
     def close(self) -> None:
         self.reader.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from netd.model.snapshot import frozen_map
 
@@ -51,6 +51,21 @@ class StatsReader(Protocol):
 
     def read_kept(self, netdev: str, keep: Callable[[str], bool]) -> StatsRead:
         """Only the statistics whose name ``keep`` accepts (asked once per name table), in driver order."""
+        ...
+
+    # The PFC fast path's calm test: read unparsed, compare tokens, parse only a sample to evaluate.
+    # ``read_some(n, names)`` is ``pick(read_raw(n), names)``.
+    def read_raw(self, netdev: str) -> object:
+        """One read of ``netdev`` as the reader got it (or a StatsRead saying why there is none)."""
+        ...
+
+    def pick(self, raw: Any, names: tuple[str, ...]) -> StatsRead:
+        """Only ``names`` (those present) of a :meth:`read_raw` result."""
+        ...
+
+    def token(self, raw: Any, names: tuple[str, ...]) -> tuple[object, ...] | None:
+        """A cheap stand-in for the values of ``names`` in a :meth:`read_raw` result: two equal tokens
+        mean equal values; None when the reader cannot tell without parsing."""
         ...
 
     def close(self) -> None: ...

@@ -17,7 +17,13 @@ from netd.model.snapshot import frozen_map
 from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats, subset
 from netd.sources.sysfs_io import ABSENT_ERRNOS
 
-__all__ = ["CapturedStatsReader", "format_ethtool_text", "parse_ethtool_text", "pick_ethtool_stats"]
+__all__ = [
+    "CapturedStatsReader",
+    "format_ethtool_text",
+    "parse_ethtool_text",
+    "pick_ethtool_stats",
+    "value_texts",
+]
 
 _HEADER = "NIC statistics:"
 _HEADER_LINE = (_HEADER + "\n").encode()
@@ -97,25 +103,40 @@ def pick_ethtool_stats(data: bytes, names: tuple[str, ...]) -> dict[str, int] | 
     ethtool's ``     name: value`` shape and a decimal u64 value, in a complete capture (header
     first, newline last); a duplicated name gives its first value, as the parser's first-wins does.
     """
-    if not data.startswith(_HEADER_LINE) or not data.endswith(b"\n"):
+    texts = value_texts(data, names)
+    if texts is None:
         return None
     out: dict[str, int] = {}
-    find, index = data.find, data.index
-    for name, key in _search_keys(names):
-        at = find(key)
-        if at < 0:
-            return None  # missing, or spelt differently (a trailing space): let the parser judge
-        start = at + len(key)
-        raw = data[start : index(b"\n", start)]
-        if not raw.isdigit() or len(raw) > _U64_DIGITS or (value := int(raw)) >= 2**64:
+    for name, raw in zip(names, texts, strict=True):
+        if len(raw) > _U64_DIGITS or (value := int(raw)) >= 2**64:
             return None
         out[name] = value
     return out
 
 
+def value_texts(data: bytes, names: tuple[str, ...]) -> tuple[bytes, ...] | None:
+    """The decimal text of each of ``names`` in a capture, found as :func:`pick_ethtool_stats` finds
+    them (None when it would not be sure). Two captures with equal texts give equal values: the PFC
+    fast path compares these to tell a calm sample without converting or parsing anything."""
+    if not data.startswith(_HEADER_LINE) or not data.endswith(b"\n"):
+        return None
+    out: list[bytes] = []
+    find, index = data.find, data.index
+    for key in _search_keys(names):
+        at = find(key)
+        if at < 0:
+            return None  # missing, or spelt differently (a trailing space): let the parser judge
+        start = at + len(key)
+        raw = data[start : index(b"\n", start)]
+        if not raw.isdigit():
+            return None
+        out.append(raw)
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=64)
-def _search_keys(names: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
-    return tuple((n, b"\n     " + n.encode() + b": ") for n in names)
+def _search_keys(names: tuple[str, ...]) -> tuple[bytes, ...]:
+    return tuple(b"\n     " + n.encode() + b": " for n in names)
 
 
 def _u64(text: str) -> int | None:
@@ -201,13 +222,28 @@ class CapturedStatsReader:
     def read_some(self, netdev: str, names: tuple[str, ...]) -> StatsRead:
         """Only ``names`` (those present): searched for in the capture, parsed whole only when the
         search cannot be sure (:func:`pick_ethtool_stats`)."""
-        got = self._data(netdev)
-        if isinstance(got, StatsRead):
-            return got
-        picked = pick_ethtool_stats(got, names)
+        return self.pick(self.read_raw(netdev), names)
+
+    def read_raw(self, netdev: str) -> bytes | StatsRead:
+        """The capture's bytes, unparsed, or why there are none: what :meth:`pick` and :meth:`token`
+        take (the PFC fast path parses a sample only when it must be evaluated)."""
+        return self._data(netdev)
+
+    @staticmethod
+    def pick(raw: bytes | StatsRead, names: tuple[str, ...]) -> StatsRead:
+        """What :meth:`read_some` returns, from a :meth:`read_raw` result."""
+        if isinstance(raw, StatsRead):
+            return raw
+        picked = pick_ethtool_stats(raw, names)
         if picked is not None:
             return StatsRead(frozen_map(picked))
-        return subset(parse_ethtool_text(got.decode("utf-8", "replace")), names)
+        return subset(parse_ethtool_text(raw.decode("utf-8", "replace")), names)
+
+    @staticmethod
+    def token(raw: bytes | StatsRead, names: tuple[str, ...]) -> tuple[object, ...] | None:
+        """A stand-in for the values of ``names`` in a :meth:`read_raw` result: equal tokens, equal
+        values (None when that cannot be told without parsing)."""
+        return None if isinstance(raw, StatsRead) else value_texts(raw, names)
 
     def _data(self, netdev: str) -> bytes | StatsRead:
         """The capture's bytes, or why there are none."""

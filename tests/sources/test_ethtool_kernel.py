@@ -137,3 +137,21 @@ def test_absent_interfaces_do_not_raise(lab: Lab, reader: IoctlStatsReader) -> N
     assert "no ethtool statistics" in reasons["lo"]  # lo: sset_mask bit cleared, not an errno
     assert "No such device" in reasons["nt-missing"]
     assert "1..15 bytes" in reasons["x" * 16]
+
+
+def test_raw_reads_pick_and_token_what_the_kernel_counts(lab: Lab, reader: IoctlStatsReader) -> None:
+    """The fast path's unparsed reads on a real kernel: the same values as read_some, and a token that
+    stays equal while nothing is counted and differs once frames are."""
+    for dev in (lab.a, lab.b):
+        lab.run("ip", "link", "set", dev, "up")
+    lab.run("ethtool", "-K", lab.a, "tso", "off")
+    lab.run("ethtool", "-K", lab.b, "gro", "on")
+    names = ("rx_queue_0_xdp_packets", "rx_queue_1_xdp_packets")
+    first = reader.read_raw(lab.b)
+    assert reader.pick(first, names) == reader.read_some(lab.b, names)
+    assert reader.token(reader.read_raw(lab.b), names) == reader.token(first, names)
+    _send(lab, 3)
+    after = reader.read_raw(lab.b)
+    assert reader.token(after, names) != reader.token(first, names)
+    picked = reader.pick(after, names).stats
+    assert picked is not None and sum(picked.values()) == 3
