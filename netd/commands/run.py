@@ -26,6 +26,7 @@ from netd.congestion.host import scorer_from_config
 from netd.daemon.bpf import bpf_banner, start_bpf
 from netd.daemon.limits import ensure_nofile
 from netd.daemon.loop import Daemon, Emulator
+from netd.daemon.stop import StopSignal
 from netd.detect.service import build_detection
 from netd.emulated.child import EmulatorProcess
 from netd.emulated.fabric_host import EmulatedFabric, default_state_dir, emulated_host_of
@@ -180,7 +181,7 @@ def _serve_once(
     token_configured = load_token(cfg.api.token_file) is not None
     sock = bind(host, port)
     daemon, choice = build_daemon(cfg)
-    stop = threading.Event()
+    stop = StopSignal()  # the loop waits on it ~10 times a second: one poll(2) each
     nccl: NcclService | None = None
     tuning: TuningParts | None = None
     qos: QosParts | None = None
@@ -239,7 +240,7 @@ def _serve_once(
             notifier.stopping()
         if watchdog is not None:
             watchdog.stop()
-        stop.set()
+        stop.close()  # sets it: the loop and its helpers stop
         if nccl is not None:
             nccl.close()
         if tuning is not None:
