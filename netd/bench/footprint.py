@@ -4,11 +4,12 @@ A static replayed host of ``--nics`` dual-port mlx5 NICs (netd.bench.static_tree
 like a calm, lightly loaded fabric, no pause) is read by a real ``netd run`` process with the default
 configuration for ``--duration`` seconds after a warm-up. The bench process advances the tree once a
 second (its cost is not the daemon's). Measured from /proc: the daemon's CPU time over the window,
-its resident memory and open descriptors at the end; from its /metrics (scraped at the start and
-window): late and skipped ticks, tick processing time, fast-path samples and their CPU. Then, without
-the daemon running, the PFC-storm detection median on a labelled trace of stuck receivers
-(netd.bench.detect), and (as root) what the same reads cost on the kernel path instead of replayed
-captures (netd.bench.kernel_reads).
+its resident memory and open descriptors at the end; from its /metrics (scraped at the start and the
+end of the window): late and skipped ticks, tick processing time, fast-path samples and their CPU; in
+the bench process during the window, ``reference_ms``: what a fixed piece of Python work costs on
+this machine right now, the yardstick to compare runs by. Then, without the daemon running, the
+PFC-storm detection median on a labelled trace of stuck receivers (netd.bench.detect), and (as root)
+what the same reads cost on the kernel path instead of replayed captures (netd.bench.kernel_reads).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from netd.bench.kernel_reads import kernel_reads
 from netd.bench.processes import terminate
 from netd.bench.static_tree import StaticHost
 from netd.config.settings import Config
+from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.emulated.traces import fault_trace
 from netd.errors import BenchError
+from netd.sources.ethtool_text import format_ethtool_text, parse_ethtool_text
 
 __all__ = ["bench_footprint", "register_bench"]
 
@@ -103,7 +106,7 @@ def _measure_daemon(root: Path, host: StaticHost, duration_s: float) -> dict[str
         time.sleep(_WARMUP_S)
         before = httpx.get(url + "/metrics", timeout=10.0).text
         cpu0, t0 = _cpu_s(proc.pid), time.monotonic()
-        time.sleep(duration_s)
+        reference = _reference_during(duration_s, root.parent)
         cpu1, t1 = _cpu_s(proc.pid), time.monotonic()
         rss, fds = _rss_mib(proc.pid), len(os.listdir(f"/proc/{proc.pid}/fd"))
         text = httpx.get(url + "/metrics", timeout=10.0).text
@@ -118,6 +121,7 @@ def _measure_daemon(root: Path, host: StaticHost, duration_s: float) -> dict[str
     count = window("netd_tick_processing_seconds_count")
     return {
         "cpu_percent": round((cpu1 - cpu0) / (t1 - t0) * 100, 3),
+        "reference_ms": reference,
         "rss_mib": round(rss, 1),
         "open_fds": fds,
         "ticks": int(window("netd_ticks_total")),
@@ -130,6 +134,38 @@ def _measure_daemon(root: Path, host: StaticHost, duration_s: float) -> dict[str
             window("netd_anomaly_fast_path_cpu_seconds_total") / (t1 - t0) * 100, 3
         ),
     }
+
+
+def _reference_work(scratch: Path, capture: str) -> float:
+    """CPU seconds of a fixed piece of work shaped like a tick's: parse an mlx5 ``ethtool -S``
+    capture ten times and open, read and close 64 small files."""
+    start = time.thread_time()
+    for _ in range(10):
+        parse_ethtool_text(capture)
+    flags = os.O_RDONLY | os.O_CLOEXEC
+    for _ in range(64):
+        fd = os.open(scratch, flags)
+        os.pread(fd, 64, 0)
+        os.close(fd)
+    return time.thread_time() - start
+
+
+def _reference_during(duration_s: float, scratch_dir: Path) -> float:
+    """Sleep ``duration_s`` (the daemon's window) while timing :func:`_reference_work` once a second,
+    after a sleep as the daemon's work comes: its median in ms says how fast this machine runs Python
+    right now. The same build's ``cpu_percent`` moved by ±30 % between runs an hour apart on a shared
+    VM, and this moved with it (docs/benchmarks.md, Round 8): compare runs by their ratio."""
+    scratch = scratch_dir / "reference"
+    scratch.write_text("1234567890\n")
+    capture = format_ethtool_text({n: 1_000_003 * i for i, n in enumerate(mlx5_ethtool_names((3,)))})
+    end = time.monotonic() + duration_s
+    costs = []
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(1.0, left))
+        if end - time.monotonic() > 0.05:
+            costs.append(_reference_work(scratch, capture))
+    costs.sort()
+    return round(costs[len(costs) // 2] * 1e3, 3) if costs else 0.0
 
 
 def _storm_median_ms(trace_s: float, seed: int) -> tuple[float | None, int]:
