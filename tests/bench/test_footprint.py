@@ -95,6 +95,7 @@ def test_kernel_reads_measure_a_real_netdev_and_leave_no_namespace() -> None:
     assert doc is not None
     assert doc["statistics"] == 1 + 9 * 4  # veth: peer_ifindex, then 7 per rx and 2 per tx queue
     assert 0 < doc["fast_read_us"] and 0 < doc["tick_read_us"] and 0 < doc["whole_read_us"]
+    assert 0 < doc["calm_read_us"]
     assert doc["calm_sample_ms_after_sleep"] > 0 and doc["netdevs"] == 2
     after = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
     assert after <= before
