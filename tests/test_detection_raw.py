@@ -7,15 +7,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import netd.sources.ethtool as et
 from netd.config.settings import load_config
 from netd.detect.findings import FindingEvent
-from netd.detect.service import Detection
+from netd.detect.service import Detection, pfc_reader
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, frozen_map
 from netd.series.tracker import SeriesTracker
 from netd.sources.ethtool import CapturedStatsReader, EthtoolSource, format_ethtool_text
+from tests.sources.test_ethtool import FakeKernel
 
 NAMES = mlx5_ethtool_names((3,))
+MOVED = mlx5_ethtool_names((4,))
 
 
 class CountingReader(CapturedStatsReader):
@@ -44,44 +47,76 @@ def _write(root: Path, stats: dict[str, int] | None, damaged: bool = False) -> N
     os.replace(tmp, path)  # a new inode, as a replayed tree is written
 
 
+# Seconds of the script where something happens (every other second is calm), before each sample.
+SCRIPT = {
+    3: "storm",  # a stuck receiver from here ...
+    4: "storm",
+    5: "storm",
+    9: "glitch",  # a pause counter that reads lower for a second, then as before
+    12: "packets",  # traffic, no pause
+    15: "vanish",  # the capture is gone for a second
+    18: "damaged",
+    21: "partial",  # a congested priority: some pause every sample
+    22: "partial",
+    24: "move",  # PFC moves to priority 4, the same number of statistics
+    26: "storm",  # on priority 4
+}
+
+
 def _script() -> list[tuple[str, float]]:
     """(what happens before the sample, seconds since the last sample): 30 s of a host's fast path."""
     steps: list[tuple[str, float]] = []
     for second in range(30):
-        kind = {
-            3: "storm",  # a stuck receiver from here ...
-            4: "storm",
-            5: "storm",
-            9: "glitch",  # a pause counter that reads lower once, then as before
-            12: "packets",  # traffic, no pause
-            15: "vanish",  # the capture is gone for a sample
-            18: "damaged",
-            21: "partial",  # a congested priority: some pause every sample
-            22: "partial",
-            26: "storm",
-        }.get(second, "calm")
-        steps += [(kind, 0.1)] * 9 + [("tick", 0.1)]
+        steps += [(SCRIPT.get(second, "calm"), 0.1)] * 9 + [("tick", 0.1)]
     return steps
 
 
-def _run(root: Path, raw: bool) -> tuple[list[tuple[str, str, float]], int, int, int]:
+class Kernel:
+    """The same host read through the ioctl reader on a fake kernel (tests.sources.test_ethtool)."""
+
+    def __init__(self) -> None:
+        self.kernel = FakeKernel(dict.fromkeys(NAMES, 0))
+        self.source = EthtoolSource(self.kernel)
+
+    def write(self, stats: dict[str, int] | None, damaged: bool = False) -> None:
+        if stats is not None:  # a kernel netdev neither vanishes nor prints garbage here
+            self.kernel.stats = dict(stats)
+
+    def names_read(self) -> int:
+        return self.kernel.calls.count(et.ETHTOOL_GSTRINGS)
+
+
+class Captures:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.reader = CountingReader(root)
+        self.source = EthtoolSource(self.reader)
+
+    def write(self, stats: dict[str, int] | None, damaged: bool = False) -> None:
+        _write(self.root, stats, damaged)
+
+
+def _run(host: Kernel | Captures, mode: str) -> tuple[list[tuple[str, str, float]], int, int]:
+    """Drive the script through a detection reading ``host``: ``parsed`` (samples parsed at once, the
+    reader before netd.sources.ethtool_raw), ``raw`` (unparsed), ``probe`` (unparsed, and calm samples
+    read without re-reading the kernel's names first, as the daemon does)."""
     now = [0.0]
     events: list[FindingEvent] = []
     cfg = load_config(None, environ={}).detect
-    reader = CountingReader(root)
-    source = EthtoolSource(reader)
+    source = host.source
     det = Detection(
         cfg,
         "h",
-        pfc_reader=source.read_raw if raw else (lambda wanted: source.read(wanted, only=wanted)[0]),
+        pfc_reader=pfc_reader(source) if mode != "parsed" else (lambda w: source.read(w, only=w)[0]),
         clock=lambda: now[0],
         wall=lambda: 1e9 + now[0],
         listener=events.append,
         cpu_clock=lambda: 0.0,
+        pfc_probe=pfc_reader(source, recheck_names=False) if mode == "probe" else None,
     )
     tracker = SeriesTracker()
     stats = dict.fromkeys(NAMES, 0)
-    _write(root, stats)
+    host.write(stats)
     port = PortSample("mlx5_0", 1, "n0", "Ethernet", "ACTIVE", "LinkUp", 200.0)
 
     def tick() -> None:
@@ -95,10 +130,14 @@ def _run(root: Path, raw: bool) -> tuple[list[tuple[str, str, float]], int, int,
     for kind, dt in _script():
         now[0] = round(now[0] + dt, 6)
         damaged = False
-        if kind in ("storm", "partial"):
-            stats["rx_prio3_pause"] += int(11_900 * dt * (1.0 if kind == "storm" else 0.5))
-            stats["rx_prio3_pause_duration"] += int(dt * 1e6 * (1.0 if kind == "storm" else 0.5))
-            stats["tx_prio3_packets"] += 0 if kind == "storm" else 5000
+        if kind == "move":  # PFC moved from priority 3 to 4 by `mlnx_qos`: the same count of names
+            stats = dict(zip(MOVED, stats.values(), strict=True))
+        elif kind in ("storm", "partial"):
+            prio = 3 if "rx_prio3_pause" in stats else 4
+            share = 1.0 if kind == "storm" else 0.5
+            stats[f"rx_prio{prio}_pause"] += int(11_900 * dt * share)
+            stats[f"rx_prio{prio}_pause_duration"] += int(dt * 1e6 * share)
+            stats[f"tx_prio{prio}_packets"] += 0 if kind == "storm" else 5000
         elif kind == "packets":
             stats["tx_prio3_packets"] += 90_000
             stats["rx_prio3_packets"] += 90_000
@@ -109,29 +148,44 @@ def _run(root: Path, raw: bool) -> tuple[list[tuple[str, str, float]], int, int,
             damaged = True
         if glitched is not None and kind != "glitch":
             stats["rx_prio3_pause"], glitched = glitched, None
-        _write(root, None if kind == "vanish" else stats, damaged)
+        host.write(None if kind == "vanish" else stats, damaged)
         if kind == "tick":
             tick()
         else:
             det.take_fast_sample()
     state = det.state()
     found = [(e.action, e.finding.kind, round(e.finding.started_monotonic, 6)) for e in events]
-    return found, state.fast_samples, state.fast_calm_samples, reader.picks
+    return found, state.fast_samples, state.fast_calm_samples
 
 
 def test_raw_reads_find_what_parsed_reads_find_and_parse_only_what_is_evaluated(tmp_path: Path) -> None:
-    (tmp_path / "parsed").mkdir()
-    (tmp_path / "raw").mkdir()
-    parsed = _run(tmp_path / "parsed", raw=False)
-    raw = _run(tmp_path / "raw", raw=True)
-    events, samples, calm, parsed_picks = parsed
+    runs = {}
+    picks = {}
+    for mode in ("parsed", "raw", "probe"):
+        (tmp_path / mode).mkdir()
+        host = Captures(tmp_path / mode)
+        runs[mode] = _run(host, mode)
+        picks[mode] = host.reader.picks
+    events, samples, calm = runs["parsed"]
     assert ("opened", "pfc_storm", events[0][2]) in events  # the script does storm
     assert sum(a == "opened" for a, *_ in events) >= 2 and any(a == "resolved" for a, *_ in events)
-    assert raw[:3] == (events, samples, calm)  # the same findings, at the same moments; the same counts
+    # The same findings at the same moments, the same counts; a capture carries its names, so the
+    # probe is the same read (one more at each sample whose pause moved).
+    assert runs["raw"] == runs["probe"] == (events, samples, calm)
     assert samples == 270 and calm > 100
     # The parsed reader parses every fast sample (the tick's own read goes through read_kept).
-    assert parsed_picks == samples
+    assert picks["parsed"] == samples
     # The raw reader parses the samples it evaluates and the first after each of the 30 ticks (compared
-    # by value with the tick's); the calm ones compared by token are parsed only if evaluated later,
-    # as the last put aside before a storm's onset is.
-    assert raw[3] <= samples - calm + 30
+    # by value with the tick's); a calm one compared by token is parsed only if it is the last put
+    # aside before an evaluated sample: at most once for each scripted second.
+    assert picks["raw"] <= samples - calm + 30 + len(SCRIPT)
+
+
+def test_calm_probes_on_a_kernel_skip_the_name_table_and_find_the_same(tmp_path: Path) -> None:
+    checked, probed = Kernel(), Kernel()
+    plain = _run(checked, "raw")
+    fast = _run(probed, "probe")
+    assert fast[0] == plain[0] and fast[1] == plain[1]  # the same findings, at the same moments
+    assert any(kind == "pfc_storm" and at > 26 for _, kind, at in fast[0])  # the storm after the move
+    # Names were read at every tick and every evaluated sample, not at calm probes.
+    assert probed.names_read() < checked.names_read() - 100

@@ -106,6 +106,7 @@ def run_trace(
                 clock=lambda: now[0],
                 wall=lambda: EPOCH + now[0],
                 listener=listen(h),
+                pfc_probe=_reader(c, recheck_names=False) if fast > 0 else None,  # as the daemon
             )
             for h, c in zip(hosts, collectors, strict=True)
         ]
@@ -157,7 +158,7 @@ def run_trace(
     )
 
 
-def _reader(c: Sampler) -> Any:
+def _reader(c: Sampler, recheck_names: bool = True) -> Any:
     source = c.ethtool
     assert source is not None
-    return pfc_reader(source)
+    return pfc_reader(source, recheck_names)

@@ -4,10 +4,11 @@ The footprint bench replays ``ethtool -S`` captures, which are cheaper to read t
 a kernel read is three ioctls (count, names, values) and the names are re-read every time (a PFC move
 keeps the count). This measures :class:`~netd.sources.ethtool.IoctlStatsReader` on a veth pair with
 ``queues`` queues (veth: 1 + 9 statistics per queue pair; 16 queues give 145, about an 8-channel mlx5
-netdev's count) in a throwaway network namespace: a fast-path read (8 statistics picked), a calm read
-(read unparsed and its pause statistics' stand-in taken, netd.sources.ethtool_raw), a tick read (the
-used ones kept), and a calm fast sample of ``netdevs`` calm reads after a sleep of the fast path's calm
-interval, which is what a daemon pays (work after a sleep runs slower than back to back). The
+netdev's count) in a throwaway network namespace: a fast-path read (8 statistics picked), a calm probe
+(the count and the values, not the name table; its pause statistics' stand-in taken unparsed,
+netd.sources.ethtool_raw), a tick read (the used ones kept), and a calm fast sample of ``netdevs``
+probes after a sleep of the fast path's calm interval, which is what a daemon pays between ticks
+(work after a sleep runs slower than back to back; one sample a second also re-reads the names). The
 NIC's firmware time (mlx5 issues register reads per GSTATS) is not in these figures. Needs root.
 """
 
@@ -75,8 +76,8 @@ def _measure(reader: IoctlStatsReader, netdevs: int, samples: int, calm_s: float
 
     pause = picked[:6]  # the ~6 pause statistics whose stand-in a calm sample compares
 
-    def calm_read() -> object:  # what a calm sample does per netdev: read, compare unparsed
-        return reader.token(reader.read_raw(_A), pause)
+    def calm_read() -> object:  # a calm sample's probe of one netdev: no name table, compared unparsed
+        return reader.token(reader.read_raw(_A, False), pause)
 
     some = per_read_us(lambda: reader.read_some(_A, picked))
     calm = per_read_us(calm_read)
@@ -99,6 +100,6 @@ def _measure(reader: IoctlStatsReader, netdevs: int, samples: int, calm_s: float
         "netdevs": netdevs,
         "calm_sample_ms_after_sleep": round(sample_ms, 3),
         "calm_cpu_percent": round(sample_ms / calm_s / 10, 3),  # ms per calm interval -> % of a core
-        "note": "veth on the running kernel, back-to-back reads except the calm sample (read and compared "
-        "unparsed, as the fast path's calm samples are); no NIC firmware",
+        "note": "veth on the running kernel, back-to-back reads except the calm sample (probes: count and "
+        "values, compared unparsed, as the fast path's calm samples are); no NIC firmware",
     }

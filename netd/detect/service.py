@@ -13,6 +13,7 @@ time: the read, the deltas and the evaluation) is measured and exported.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -110,6 +111,14 @@ def _change(e: LinkEvent) -> LinkChange:
     return LinkChange(e.netdev, e.monotonic, e.carrier, e.operstate, e.speed_mbps, e.removed)
 
 
+def _read(reader: PfcReader, wanted: Mapping[str, tuple[str, ...]]) -> Mapping[str, EthtoolSample]:
+    try:
+        return reader(wanted)
+    except Exception:  # the tick will report the source; the fast path just skips a beat
+        log.debug("fast-path read failed", exc_info=True)
+        return {}
+
+
 class Detection:
     def __init__(
         self,
@@ -121,12 +130,15 @@ class Detection:
         wall: Callable[[], float] = time.time,
         listener: Callable[[FindingEvent], None] | None = None,
         cpu_clock: Callable[[], float] = time.thread_time,
+        pfc_probe: PfcReader | None = None,
     ) -> None:
         self.cfg = cfg
         self.engine = DetectionEngine(cfg, host)
         self.feed = DetectFeed()
         self.feed.host = host
         self.pfc_reader = pfc_reader
+        # A cheaper read for calm samples, or None (then pfc_reader): _fast_read
+        self.pfc_probe = pfc_probe if pfc_reader is not None else None
         self.links = links
         self._clock = clock
         self._wall = wall
@@ -216,12 +228,7 @@ class Detection:
         start = self._cpu_clock()
         wanted = self.feed.pfc_wanted()
         if self.pfc_reader is not None and wanted:
-            try:
-                samples = self.pfc_reader(wanted)
-            except Exception:  # the tick will report the source; the fast path just skips a beat
-                log.debug("fast-path read failed", exc_info=True)
-                samples = {}
-            evaluated = self._fast_pfc(samples, self._clock(), self._wall())
+            evaluated = self._fast_read(self.pfc_reader, wanted)
         else:
             evaluated = True
         self._fast_samples += 1
@@ -233,6 +240,22 @@ class Detection:
             last = self._calm_cost
             self._calm_cost = cost if last is None else last + _CALM_COST_WEIGHT * (cost - last)
         return evaluated
+
+    def _fast_read(self, reader: PfcReader, wanted: Mapping[str, tuple[str, ...]]) -> bool:
+        """Read and judge one fast sample (False: put aside). While calm, a cheaper probe read is
+        tried first when there is one (``pfc_probe``: no name-table re-read on a kernel); a probe
+        whose pause statistics did not move is put aside as it is, and one that cannot say so is
+        dropped for a read with the names re-checked, which is judged as every sample is."""
+        probe = self.pfc_probe
+        if probe is not None and self._token is not None and self._calm(self._clock()):
+            samples = _read(probe, wanted)
+            token = samples.pause_token(self.feed.pause_names()) if isinstance(samples, RawSamples) else None
+            monotonic = self._clock()
+            if token == self._token and self._calm(monotonic):
+                self._pending = (samples, monotonic, self._wall())
+                self._fast_calm += 1
+                return False
+        return self._fast_pfc(_read(reader, wanted), self._clock(), self._wall())
 
     def _fast_pfc(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
         """Evaluate one fast sample, or put it aside when it cannot change any finding: the fabric is
@@ -334,6 +357,7 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
         d = d.model_copy(update={"max_gap": 3 * cfg.interval})
     source = collector.ethtool
     reader = pfc_reader(source) if d.fast_interval > 0 and source is not None else None
+    probe = pfc_reader(source, recheck_names=False) if reader is not None and source is not None else None
     links = None
     if d.netlink and not emulated and cfg.sysfs_root.resolve() == Path("/sys"):
         links = LinkMonitor(cfg.sysfs_root)
@@ -342,13 +366,14 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
         except SourceError as exc:
             log.warning("%s; carrier losses will be seen through counters only", exc)
             links = None
-    return Detection(d, collector.host, reader, links)
+    return Detection(d, collector.host, reader, links, pfc_probe=probe)
 
 
-def pfc_reader(source: EthtoolSource) -> PfcReader:
+def pfc_reader(source: EthtoolSource, recheck_names: bool = True) -> PfcReader:
     """The fast path's reader on an ethtool source: only the wanted statistics of each PFC netdev,
-    parsed only if the sample is evaluated (:class:`~netd.sources.ethtool_raw.RawSamples`)."""
-    return source.read_raw
+    parsed only if the sample is evaluated (:class:`~netd.sources.ethtool_raw.RawSamples`).
+    ``recheck_names=False``: the calm probe, which leaves the kernel's name table unread."""
+    return functools.partial(source.read_raw, recheck_names=recheck_names)
 
 
 def wait_running_fast_path(

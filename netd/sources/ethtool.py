@@ -66,7 +66,9 @@ class IoctlStatsReader:
     priority to another and only the names show it; so by default (``names_recheck_every=1``) the
     names are re-read on every read, which costs one cheap call beside GSTATS's many firmware reads.
     ``N`` re-reads them every N-th read (values may sit on stale names for up to N-1 reads of such a
-    move); ``0`` only when the count changes.
+    move); ``0`` only when the count changes. ``read_raw(netdev, False)`` is a read that skips them
+    (the count is still checked): the PFC fast path's calm probes, between reads that do not, so a
+    same-count move is seen at the next tick or evaluated sample at the latest (docs/detection.md).
     """
 
     def __init__(self, names_recheck_every: int = 1) -> None:
@@ -93,10 +95,13 @@ class IoctlStatsReader:
         raw = self.read_raw(netdev)
         return raw if isinstance(raw, StatsRead) else self.pick(raw, raw[0].kept(keep))
 
-    def read_raw(self, netdev: str) -> tuple[_Names, tuple[int, ...]] | StatsRead:
+    def read_raw(self, netdev: str, recheck_names: bool = True) -> tuple[_Names, tuple[int, ...]] | StatsRead:
         """The name table and values of one read, or why there are none: what :meth:`pick` and
-        :meth:`token` take."""
-        return self._checked(netdev)
+        :meth:`token` take. ``recheck_names=False`` skips the name re-read (the count is still
+        checked): the PFC fast path's calm probes, between reads that do re-read them. On veth with
+        145 statistics ETHTOOL_GSTRINGS is 24 of a read's 32 µs of CPU (the kernel formats every
+        name); mlx5 formats thousands with many channels."""
+        return self._checked(netdev, recheck_names)
 
     @staticmethod
     def pick(raw: tuple[_Names, tuple[int, ...]] | StatsRead, names: tuple[str, ...]) -> StatsRead:
@@ -126,25 +131,27 @@ class IoctlStatsReader:
         if sock is not None:
             sock.close()
 
-    def _checked(self, netdev: str) -> tuple[_Names, tuple[int, ...]] | StatsRead:
+    def _checked(self, netdev: str, recheck: bool = True) -> tuple[_Names, tuple[int, ...]] | StatsRead:
         why = invalid_netdev_name(netdev)
         if why is not None:
             return StatsRead.absent(why)
         try:
-            return self._read(netdev)
+            return self._read(netdev, recheck)
         except _Absent as exc:
             self._names.pop(netdev, None)  # the device may come back as a different one
             self._age.pop(netdev, None)
             return StatsRead.absent(str(exc))
 
-    def _read(self, netdev: str) -> tuple[_Names, tuple[int, ...]] | StatsRead:
+    def _read(self, netdev: str, recheck: bool = True) -> tuple[_Names, tuple[int, ...]] | StatsRead:
         for _attempt in range(2):  # the count may change between calls; retry once, never guess
             count = self._count(netdev)
             if count is None:
                 return StatsRead.absent("driver has no ethtool statistics (ETH_SS_STATS not offered)")
             names = self._names.get(netdev)
-            age = self._age.get(netdev, 0) + 1
-            if names is None or len(names.all) != count or (self._recheck and age >= self._recheck):
+            # A read that skips the recheck does not age the names: the next one that may is due as before.
+            age = self._age.get(netdev, 0) + (1 if recheck else 0)
+            due = recheck and self._recheck and age >= self._recheck
+            if names is None or len(names.all) != count or due:
                 raw = self._strings(netdev, count)
                 if raw is None:
                     continue
@@ -329,16 +336,18 @@ class EthtoolSource:
                 reasons[netdev] = "skipped values: " + ", ".join(got.bad)
         return samples, reasons
 
-    def read_raw(self, only: Mapping[str, tuple[str, ...]]) -> RawSamples:
+    def read_raw(self, only: Mapping[str, tuple[str, ...]], recheck_names: bool = True) -> RawSamples:
         """The samples ``read(only, only=only)`` would return, read now and parsed only when looked at
         (the PFC fast path compares a calm sample by :meth:`RawSamples.pause_token` and never parses
-        it). A read that raises is left out, as ``read`` leaves it out of its samples."""
+        it). A read that raises is left out, as ``read`` leaves it out of its samples.
+        ``recheck_names=False``: a reader that can skip re-reading the name table does (the ioctl
+        reader; a capture carries its names)."""
         raws: dict[str, object] = {}
         read_raw, wanted = self.reader.read_raw, self.wanted
         for netdev in only:
             if wanted(netdev):
                 try:
-                    raws[netdev] = read_raw(netdev)
+                    raws[netdev] = read_raw(netdev) if recheck_names else read_raw(netdev, False)
                 except SourceError:
                     raws[netdev] = None
         return RawSamples(self.reader, raws, only)

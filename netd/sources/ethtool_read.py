@@ -55,8 +55,9 @@ class StatsReader(Protocol):
 
     # The PFC fast path's calm test: read unparsed, compare tokens, parse only a sample to evaluate.
     # ``read_some(n, names)`` is ``pick(read_raw(n), names)``.
-    def read_raw(self, netdev: str) -> object:
-        """One read of ``netdev`` as the reader got it (or a StatsRead saying why there is none)."""
+    def read_raw(self, netdev: str, recheck_names: bool = True) -> object:
+        """One read of ``netdev`` as the reader got it (or a StatsRead saying why there is none);
+        ``recheck_names=False`` lets a reader whose name table can go stale skip re-reading it."""
         ...
 
     def pick(self, raw: Any, names: tuple[str, ...]) -> StatsRead:

@@ -224,9 +224,10 @@ class CapturedStatsReader:
         search cannot be sure (:func:`pick_ethtool_stats`)."""
         return self.pick(self.read_raw(netdev), names)
 
-    def read_raw(self, netdev: str) -> bytes | StatsRead:
+    def read_raw(self, netdev: str, recheck_names: bool = True) -> bytes | StatsRead:
         """The capture's bytes, unparsed, or why there are none: what :meth:`pick` and :meth:`token`
-        take (the PFC fast path parses a sample only when it must be evaluated)."""
+        take (the PFC fast path parses a sample only when it must be evaluated). A capture carries
+        its names with its values: ``recheck_names`` changes nothing."""
         return self._data(netdev)
 
     @staticmethod

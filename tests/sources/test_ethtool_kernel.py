@@ -155,3 +155,6 @@ def test_raw_reads_pick_and_token_what_the_kernel_counts(lab: Lab, reader: Ioctl
     assert reader.token(after, names) != reader.token(first, names)
     picked = reader.pick(after, names).stats
     assert picked is not None and sum(picked.values()) == 3
+    probe = reader.read_raw(lab.b, False)  # the calm probe: no name table, the same values
+    assert reader.token(probe, names) == reader.token(after, names)
+    assert reader.pick(probe, names).stats == picked

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import netd.sources.ethtool as et
 from netd.sources.ethtool import CapturedStatsReader, EthtoolSource, format_ethtool_text, parse_ethtool_text
 from netd.sources.ethtool_text import value_texts
 from tests.sources.test_ethtool import FakeKernel, write
@@ -123,3 +124,23 @@ def test_ioctl_tokens_compare_values_by_position_and_name_table() -> None:
     assert k.token(moved, PAUSE) != k.token(first, PAUSE)
     absent = k.read_raw("x" * 16)  # no interface can have that name: absent, never asked
     assert k.token(absent, PAUSE) is None and k.pick(absent, WANTED).stats is None
+
+
+@pytest.mark.parametrize("every", [1, 3, 0])
+def test_a_probe_read_skips_the_name_table_but_never_the_count(every: int) -> None:
+    k = FakeKernel(mlx5_stats((3,)), names_recheck_every=every)
+    first = k.read_raw("eth0")
+    k.calls.clear()
+    probe = k.read_raw("eth0", False)
+    assert k.calls == [et.ETHTOOL_GSSET_INFO, et.ETHTOOL_GSTATS]  # no ETHTOOL_GSTRINGS
+    assert k.token(probe, PAUSE) == k.token(first, PAUSE)
+    # A probe does not age the names: the reads that may re-read them keep their cadence.
+    k.calls.clear()
+    for _ in range(5):
+        k.read_raw("eth0", False)
+    k.read_raw("eth0")
+    assert k.calls.count(et.ETHTOOL_GSTRINGS) == (1 if every == 1 else 0)
+    # A changed count is caught by the probe too: the names are re-read, the values never shifted.
+    k.stats = mlx5_stats((3, 4))
+    grown = k.read_raw("eth0", False)
+    assert k.pick(grown, tuple(k.stats)).stats == k.stats and k.names_reloads == 1
