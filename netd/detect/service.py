@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from netd.config.detect import DetectConfig
 from netd.config.settings import Config
 from netd.congestion.scorer import CongestionReport
 from netd.detect.engine import DetectionEngine
 from netd.detect.feed import DetectFeed
-from netd.detect.findings import AnomalyState, FindingEvent, Severity
+from netd.detect.findings import AnomalyState, FindingEvent
 from netd.detect.inputs import DetectInput, LinkChange, PortCongestion
+from netd.detect.log_lines import log_level, log_line
 from netd.errors import SourceError
 from netd.model.config_finding import ConfigFinding
 from netd.model.snapshot import EthtoolSample
@@ -63,13 +63,6 @@ _CALM_COST_WEIGHT = 0.2
 PfcReader = Callable[[Mapping[str, tuple[str, ...]]], Mapping[str, EthtoolSample]]
 
 
-def _quote(value: object) -> str:
-    text = str(value)
-    if not text or any(c in text for c in ' "=\\'):
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return text
-
-
 def port_congestion(report: CongestionReport, host: str) -> Mapping[tuple[str, int], PortCongestion]:
     """This host's ports of a congestion report, as the detectors read them."""
     out: dict[tuple[str, int], PortCongestion] = {}
@@ -79,32 +72,6 @@ def port_congestion(report: CongestionReport, host: str) -> Mapping[tuple[str, i
         key = (s.labels["device"], int(s.labels["port"]))
         out[key] = PortCongestion(s.level, s.smoothed, s.contributions, s.signals)
     return MappingProxyType(out)
-
-
-def log_line(event: FindingEvent) -> str:
-    """One logfmt line per lifecycle step: ``event=anomaly_opened id=… kind=… severity=… …``."""
-    f = event.finding
-    fields: dict[str, Any] = {
-        "event": f"anomaly_{event.action}",
-        "id": f.id,
-        "kind": f.kind,
-        "severity": f.severity.value,
-        **f.scope.as_dict(),
-    }
-    if event.action == "resolved":
-        fields.update(duration_s=round(f.duration_s, 3), resolution=f.resolution)
-    else:
-        fields["explanation"] = f.explanation
-    return " ".join(f"{k}={_quote(v)}" for k, v in fields.items() if v is not None)
-
-
-def _level(event: FindingEvent) -> int:
-    sev = event.finding.peak_severity if event.action == "resolved" else event.finding.severity
-    if sev is Severity.INFO:
-        return logging.INFO
-    if sev is Severity.CRITICAL and event.action != "resolved":
-        return logging.ERROR
-    return logging.WARNING
 
 
 def _change(e: LinkEvent) -> LinkChange:
@@ -249,9 +216,8 @@ class Detection:
         probe = self.pfc_probe
         if probe is not None and self._token is not None and self._calm(self._clock()):
             samples = _read(probe, wanted)
-            token = samples.pause_token(self.feed.pause_names()) if isinstance(samples, RawSamples) else None
             monotonic = self._clock()
-            if token == self._token and self._calm(monotonic):
+            if self._stand_in(samples) == self._token and self._calm(monotonic):
                 self._pending = (samples, monotonic, self._wall())
                 self._fast_calm += 1
                 return False
@@ -263,7 +229,7 @@ class Detection:
         no pause statistic of any PFC netdev moved since the last sample read. Such a sample would
         only advance the counter baselines; the last one put aside is evaluated before the next
         sample that is (its dt then covers exactly one sample interval, as without the test)."""
-        token = samples.pause_token(self.feed.pause_names()) if isinstance(samples, RawSamples) else None
+        token = self._stand_in(samples)
         unchanged = token is not None and token == self._token
         self._token = token
         if unchanged and self._calm(monotonic):
@@ -275,6 +241,10 @@ class Detection:
             return True
         self._fast_calm += 1
         return False
+
+    def _stand_in(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...] | None:
+        """The stand-in for the pause statistics of an unparsed read (None: compare by value)."""
+        return samples.pause_token(self.feed.pause_names()) if isinstance(samples, RawSamples) else None
 
     def _put_aside(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
         """Keep a PFC sample unevaluated (the calm test, :meth:`_fast_pfc`); False when it must be
@@ -328,7 +298,7 @@ class Detection:
 
     def _emit(self, events: list[FindingEvent]) -> None:
         for event in events:
-            log.log(logging.INFO if event.action == "deescalated" else _level(event), log_line(event))
+            log.log(logging.INFO if event.action == "deescalated" else log_level(event), log_line(event))
             if self._listener is not None:
                 self._listener(event)
 
