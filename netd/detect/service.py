@@ -216,10 +216,7 @@ class Detection:
         probe = self.pfc_probe
         if probe is not None and self._token is not None and self._calm(self._clock()):
             samples = _read(probe, wanted)
-            monotonic = self._clock()
-            if self._stand_in(samples) == self._token and self._calm(monotonic):
-                self._pending = (samples, monotonic, self._wall())
-                self._fast_calm += 1
+            if self._keep_unchanged(samples, self._stand_in(samples), self._clock(), self._wall()):
                 return False
         return self._fast_pfc(_read(reader, wanted), self._clock(), self._wall())
 
@@ -230,17 +227,29 @@ class Detection:
         only advance the counter baselines; the last one put aside is evaluated before the next
         sample that is (its dt then covers exactly one sample interval, as without the test)."""
         token = self._stand_in(samples)
-        unchanged = token is not None and token == self._token
+        if self._keep_unchanged(samples, token, monotonic, timestamp):
+            return False  # the stand-in is the last one's: _token stays as it is
         self._token = token
-        if unchanged and self._calm(monotonic):
-            # The same pause statistics as the last sample read (a fast one: a tick clears the
-            # token), so the same signature: put aside as _put_aside would, and never parsed.
-            self._pending = (samples, monotonic, timestamp)
-        elif not self._put_aside(samples, monotonic, timestamp):
-            self._emit(self.engine.evaluate(self._evaluate_pfc(samples, monotonic, timestamp)))
-            return True
+        if self._put_aside(samples, monotonic, timestamp):
+            self._fast_calm += 1
+            return False
+        self._emit(self.engine.evaluate(self._evaluate_pfc(samples, monotonic, timestamp)))
+        return True
+
+    def _keep_unchanged(
+        self,
+        samples: Mapping[str, EthtoolSample],
+        token: tuple[object, ...] | None,
+        monotonic: float,
+        timestamp: float,
+    ) -> bool:
+        """Put a calm sample aside unparsed when its pause stand-in is the last fast sample's (a tick
+        clears it): the same pause statistics, so the same signature, and _put_aside would keep it."""
+        if token is None or token != self._token or not self._calm(monotonic):
+            return False
+        self._pending = (samples, monotonic, timestamp)
         self._fast_calm += 1
-        return False
+        return True
 
     def _stand_in(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...] | None:
         """The stand-in for the pause statistics of an unparsed read (None: compare by value)."""
@@ -326,8 +335,9 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
     if d.max_gap < 3 * cfg.interval:  # a slow daemon (interval = 10 s) must still judge its own ticks
         d = d.model_copy(update={"max_gap": 3 * cfg.interval})
     source = collector.ethtool
-    reader = pfc_reader(source) if d.fast_interval > 0 and source is not None else None
-    probe = pfc_reader(source, recheck_names=False) if reader is not None and source is not None else None
+    reader = probe = None
+    if d.fast_interval > 0 and source is not None:
+        reader, probe = pfc_reader(source), pfc_reader(source, recheck_names=False)
     links = None
     if d.netlink and not emulated and cfg.sysfs_root.resolve() == Path("/sys"):
         links = LinkMonitor(cfg.sysfs_root)

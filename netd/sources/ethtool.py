@@ -347,7 +347,7 @@ class EthtoolSource:
         for netdev in only:
             if wanted(netdev):
                 try:
-                    raws[netdev] = read_raw(netdev) if recheck_names else read_raw(netdev, False)
+                    raws[netdev] = read_raw(netdev, recheck_names)
                 except SourceError:
                     raws[netdev] = None
         return RawSamples(self.reader, raws, only)
