@@ -4,6 +4,7 @@ same captures parsed does, at the same moments, while parsing only the samples i
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from netd.config.settings import load_config
 from netd.detect.findings import FindingEvent
 from netd.detect.service import Detection, pfc_reader
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
+from netd.errors import EthtoolError
 from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, frozen_map
 from netd.series.tracker import SeriesTracker
 from netd.sources.ethtool import CapturedStatsReader, EthtoolSource, format_ethtool_text
@@ -189,3 +191,58 @@ def test_calm_probes_on_a_kernel_skip_the_name_table_and_find_the_same(tmp_path:
     assert any(kind == "pfc_storm" and at > 26 for _, kind, at in fast[0])  # the storm after the move
     # Names were read at every tick and every evaluated sample, not at calm probes.
     assert probed.names_read() < checked.names_read() - 100
+
+
+class FailingKernel(FakeKernel):
+    """ETHTOOL_GSTATS fails with EIO while ``failing`` (a NIC whose firmware command times out)."""
+
+    failing = False
+
+    def _ioctl(self, netdev: str, command: int, buf):  # type: ignore[no-untyped-def,override]
+        if self.failing and command == et.ETHTOOL_GSTATS:
+            raise EthtoolError(netdev, "ETHTOOL_GSTATS", errno.EIO, "Input/output error")
+        super()._ioctl(netdev, command, buf)
+
+
+def _judged_through_a_failure(probing: bool) -> list[bool]:
+    """Whether each of 29 fast samples was judged (True) or put aside, reads failing from 10 to 19."""
+    kernel = FailingKernel(dict.fromkeys(NAMES, 0))
+    source = EthtoolSource(kernel)
+    now = [0.0]
+    events: list[FindingEvent] = []
+    det = Detection(
+        load_config(None, environ={}).detect,
+        "h",
+        pfc_reader=pfc_reader(source),
+        clock=lambda: now[0],
+        wall=lambda: 1e9 + now[0],
+        listener=events.append,
+        cpu_clock=lambda: 0.0,
+        pfc_probe=pfc_reader(source, recheck_names=False) if probing else None,
+    )
+    port = PortSample("mlx5_0", 1, "n0", "Ethernet", "ACTIVE", "LinkUp", 200.0)
+    ethtool = frozen_map(source.read(["n0"])[0])
+    det.on_observation(
+        SeriesTracker().update(
+            Snapshot(timestamp=1e9, monotonic=0.0, host="h", ports=(port,), ethtool=ethtool)
+        )
+    )
+    judged = []
+    for i in range(1, 30):
+        now[0] = i * 0.1
+        kernel.failing = 10 <= i < 20
+        judged.append(det.take_fast_sample())
+    assert not events
+    return judged
+
+
+def test_a_read_error_while_calm_is_judged_once_and_opens_nothing() -> None:
+    """A calm kernel netdev whose reads fail for a second, then recover: the probe that first fails
+    is dropped for a checked read, which is judged; the failing ones after it compare equal (the same
+    netdev failing) and are put aside; the recovery is judged again. No finding opens, and the same
+    samples are judged as without probes."""
+    plain, probed = _judged_through_a_failure(False), _judged_through_a_failure(True)
+    assert probed == plain
+    assert probed[9] is True and probed[19] is True  # the first failing read (i=10), the recovery (i=20)
+    assert probed[10:19] == [False] * 9  # still failing: the same as the last sample, put aside
+    assert probed.count(True) == 2
