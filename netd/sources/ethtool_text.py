@@ -178,6 +178,12 @@ class CapturedStatsReader:
     path (one cheap syscall) and reopens when (st_dev, st_ino) differs from the open descriptor's.
     At most ``max_open`` descriptors are kept (netd's descriptor budget, sysfs_io); the captures of
     further netdevs are read with open-pread-close.
+
+    A capture once found replaced is no longer kept open either: it is read with open-pread-close from
+    then on. Whoever drops the last reference to a replaced file frees it, and a kept descriptor made
+    that the daemon, once per replacement: 33-80 µs a close on ext4 (a page-cache truncate and an
+    inode eviction), 16 closes a second on a replayed 16-port host, 8 % of the daemon's CPU. Not
+    keeping it costs ~1.2 µs a read and leaves the freeing to the writer that replaced the file.
     """
 
     def __init__(self, root: Path, max_bytes: int = 1 << 20, max_open: int = 16) -> None:
@@ -186,6 +192,7 @@ class CapturedStatsReader:
         self._max_open = max_open
         self._open: dict[str, _Capture] = {}
         self._paths: dict[str, str] = {}  # netdev -> its capture's path, checked once
+        self._replaced: dict[str, int] = {}  # netdev -> size hint, for captures read without keeping
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
         # netdev -> (its capture's names, the positions kept, by which predicate): read_kept's fast path
@@ -276,10 +283,17 @@ class CapturedStatsReader:
             self._drop(netdev)
 
     def _pread(self, netdev: str, path: str) -> bytes:
+        hint = self._replaced.get(netdev)
+        if hint is not None:
+            return self._transient(netdev, path, hint)
         st = os.stat(path)
         cap = self._open.get(netdev)
-        if cap is None or cap.identity != (st.st_dev, st.st_ino):
-            self._drop(netdev)
+        if cap is not None and cap.identity != (st.st_dev, st.st_ino):
+            self._drop(netdev)  # replaced: from now on read without keeping it (class docstring)
+            if len(self._replaced) >= 4096:  # netdev names come and go
+                self._replaced.clear()
+            return self._transient(netdev, path, cap.size_hint)
+        if cap is None:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             self.opens += 1
             fst = os.fstat(fd)
@@ -292,6 +306,17 @@ class CapturedStatsReader:
                     os.close(fd)
             self._open[netdev] = cap
         return self._whole(cap)
+
+    def _transient(self, netdev: str, path: str, hint: int) -> bytes:
+        """Open, read whole, close: a capture that is replaced rather than rewritten."""
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self.opens += 1
+        cap = _Capture(fd, (0, 0), hint)
+        try:
+            return self._whole(cap)
+        finally:
+            os.close(fd)
+            self._replaced[netdev] = cap.size_hint
 
     def _whole(self, cap: _Capture) -> bytes:
         size = cap.size_hint

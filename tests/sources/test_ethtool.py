@@ -145,6 +145,44 @@ def test_replacement_by_rename_is_noticed(tree: Path) -> None:
     assert reader.opens == 2
 
 
+def _deleted_files_held() -> list[str]:
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith(" (deleted)"):
+            held.append(target)
+    return held
+
+
+def test_a_replaced_capture_is_no_longer_held_open(tree: Path) -> None:
+    """Holding a replaced file's last reference makes the reader pay to free it: once a capture was
+    replaced, it is read open-pread-close, and no replaced inode stays open between reads."""
+    write(tree, "eth0", {"a": 1})
+    write(tree, "eth1", {"b": 1})
+    reader = CapturedStatsReader(tree)
+    assert reader.read("eth0").stats == {"a": 1} and reader.read("eth1").stats == {"b": 1}
+    assert reader.open_descriptors == 2
+    for n in range(2, 6):
+        write(tree, "eth0", {"a": n}, in_place=False)
+        assert reader.read("eth0").stats == {"a": n}  # never frozen
+        assert reader.open_descriptors == 1  # eth1, never replaced, is still kept
+        assert not [t for t in _deleted_files_held() if str(tree) in t]
+    grown = mlx5_stats(rings=300)  # beyond the size hint kept for it
+    write(tree, "eth0", grown, in_place=False)
+    assert reader.read("eth0").stats == grown
+    write(tree, "eth0", {"a": 9})  # rewritten in place now: still read afresh
+    assert reader.read("eth0").stats == {"a": 9}
+    (tree / "ethtool" / "eth0").unlink()
+    assert reader.read("eth0").stats is None
+    write(tree, "eth0", {"a": 10}, in_place=False)
+    assert reader.read("eth0").stats == {"a": 10}
+    assert reader.open_descriptors == 1
+    reader.close()
+
+
 def test_device_vanishes_and_returns(tree: Path) -> None:
     path = write(tree, "eth0", {"a": 1})
     reader = CapturedStatsReader(tree)
