@@ -181,9 +181,10 @@ class CapturedStatsReader:
 
     A capture once found replaced is no longer kept open either: it is read with open-pread-close from
     then on. Whoever drops the last reference to a replaced file frees it, and a kept descriptor made
-    that the daemon, once per replacement: 33-80 µs a close on ext4 (a page-cache truncate and an
-    inode eviction), 16 closes a second on a replayed 16-port host, 8 % of the daemon's CPU. Not
-    keeping it costs ~1.2 µs a read and leaves the freeing to the writer that replaced the file.
+    that the daemon, once per replacement: ~50 µs a close on ext4 (a page-cache truncate and an inode
+    eviction), ~10 µs on tmpfs, for a 20 KiB capture. Not keeping it costs ~1 µs a read, leaves the
+    freeing to the writer that replaced the file, and frees the descriptor: a net gain on a tree on
+    disk, about even on tmpfs (docs/benchmarks.md, Round 9).
     """
 
     def __init__(self, root: Path, max_bytes: int = 1 << 20, max_open: int = 16) -> None:
