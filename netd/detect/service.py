@@ -120,6 +120,7 @@ class Detection:
         self._calm_cost: float | None = None  # average CPU seconds of a calm fast sample
         self._signature: tuple[object, ...] | None = None  # pause statistics of the last PFC sample read
         self._token: tuple[object, ...] | None = None  # their stand-in, when a fast sample was read last
+        self._stood_in: RawSamples | None = None  # the last read a stand-in was made of (made again from)
         self._pending: tuple[Mapping[str, EthtoolSample], float, float] | None = None  # put aside
         self._active_until = float("-inf")  # fast cadence until then (pause was seen)
         self._state = self._with_costs(self.engine.state())
@@ -253,7 +254,11 @@ class Detection:
 
     def _stand_in(self, samples: Mapping[str, EthtoolSample]) -> tuple[object, ...] | None:
         """The stand-in for the pause statistics of an unparsed read (None: compare by value)."""
-        return samples.pause_token(self.feed.pause_names()) if isinstance(samples, RawSamples) else None
+        if not isinstance(samples, RawSamples):
+            return None
+        token = samples.pause_token(self.feed.pause_names(), self._stood_in)
+        self._stood_in = samples
+        return token
 
     def _put_aside(self, samples: Mapping[str, EthtoolSample], monotonic: float, timestamp: float) -> bool:
         """Keep a PFC sample unevaluated (the calm test, :meth:`_fast_pfc`); False when it must be

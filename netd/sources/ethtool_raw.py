@@ -24,28 +24,43 @@ class RawSamples(Mapping[str, EthtoolSample]):
     """netdev -> its sample of the wanted statistics, parsed on first access; netdevs whose read found
     nothing (absent, failed) are not in it, as they are not in ``EthtoolSource.read``'s samples."""
 
-    __slots__ = ("_reader", "_raws", "_wanted", "_samples")
+    __slots__ = ("_reader", "_raws", "_wanted", "_samples", "_tokens")
 
     def __init__(self, reader: StatsReader, raws: dict[str, object], wanted: Mapping[str, tuple[str, ...]]):
         self._reader = reader
         self._raws = raws  # netdev -> read_raw() result; None: the read raised
         self._wanted = wanted
         self._samples: dict[str, EthtoolSample] | None = None
+        self._tokens: dict[str, tuple[tuple[str, ...], object]] = {}  # netdev -> (names, its stand-in)
 
-    def pause_token(self, pause: Mapping[str, tuple[str, ...]]) -> tuple[object, ...] | None:
+    def pause_token(
+        self, pause: Mapping[str, tuple[str, ...]], last: RawSamples | None = None
+    ) -> tuple[object, ...] | None:
         """A stand-in for ``pause`` (netdev -> statistic names) in this read: two reads with equal
         tokens have equal values of every named statistic, and the same netdevs failed. None when some
-        reader cannot tell without parsing (then the caller parses and compares values)."""
+        reader cannot tell without parsing (then the caller parses and compares values).
+
+        ``last``: an earlier read by the same reader. A netdev read exactly as there (equal bytes or
+        values: one comparison) takes its stand-in from there, since a stand-in is a function of the
+        read; a replayed capture rewritten once a second reads the same nine samples in ten."""
         token = self._reader.token
+        earlier = last._tokens if last is not None and last._reader is self._reader else {}
+        earlier_raws = last._raws if earlier else {}
+        tokens = self._tokens
         out: list[object] = []
         for netdev, names in pause.items():
             raw = self._raws.get(netdev)
             if raw is None:  # not read (excluded), or the read raised: the same next time compares equal
                 out.append(None)
                 continue
-            got = token(raw, names)
-            if got is None:
-                return None
+            seen = earlier.get(netdev)
+            if seen is not None and seen[0] == names and earlier_raws.get(netdev) == raw:
+                got = seen[1]
+            else:
+                got = token(raw, names)
+                if got is None:
+                    return None
+            tokens[netdev] = (names, got)
             out.append(got)
         return tuple(out)
 

@@ -4,6 +4,7 @@ samples equal to the parsed reads, and tokens that are equal only when the named
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,95 @@ def test_a_probe_read_skips_the_name_table_but_never_the_count(every: int) -> No
     k.stats = mlx5_stats((3, 4))
     grown = k.read_raw("eth0", False)
     assert k.pick(grown, tuple(k.stats)).stats == k.stats and k.names_reloads == 1
+
+
+class _CountingTokens:
+    """A reader's token function, counted: how many stand-ins were computed rather than taken over."""
+
+    def __init__(self, reader: object) -> None:
+        self.calls = 0
+        self._token = reader.token  # type: ignore[attr-defined]
+
+    def __call__(self, raw: object, names: tuple[str, ...]) -> object:
+        self.calls += 1
+        return self._token(raw, names)
+
+
+@pytest.mark.parametrize("kind", ["captures", "kernel"])
+def test_a_stand_in_taken_from_the_last_read_is_the_one_computed_afresh(tmp_path: Path, kind: str) -> None:
+    """``pause_token(pause, last)`` takes a netdev's stand-in from ``last`` only when its read is equal
+    there; over a script of reads (nothing moved, traffic, pause, a capture replaced, damaged, gone,
+    and a name-table change on the kernel) every token equals the token computed without ``last``."""
+    stats = {n: _stats() for n in ("eth0", "eth1")}
+    if kind == "captures":
+        (tmp_path / "ethtool").mkdir()
+        reader: object = CapturedStatsReader(tmp_path)
+
+        def put(netdev: str, data: bytes | None = None) -> None:
+            path = tmp_path / "ethtool" / netdev
+            if data is None:
+                data = format_ethtool_text(stats[netdev]).encode()
+            tmp = path.with_name(f".{netdev}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+    else:
+        kernels = {n: FakeKernel(stats[n]) for n in stats}
+
+        class _Kernels(FakeKernel):  # one fake kernel per netdev
+            def _ioctl(self, netdev: str, command: int, buf: object) -> None:  # type: ignore[override]
+                kernels[netdev]._ioctl(netdev, command, buf)  # type: ignore[arg-type]
+
+        reader = _Kernels({})
+
+        def put(netdev: str, data: bytes | None = None) -> None:
+            kernels[netdev].stats = stats[netdev] if data is None else {**stats[netdev], "rx_new_stat": 1}
+
+    source = EthtoolSource(reader)  # type: ignore[arg-type]
+    counting = _CountingTokens(reader)
+    reader.token = counting  # type: ignore[attr-defined]
+    pause = {"eth0": PAUSE, "eth1": PAUSE}
+    only = {n: WANTED for n in pause}
+    for netdev in stats:
+        put(netdev)
+
+    def step(change: Callable[[], None]) -> None:
+        change()
+        got = source.read_raw(only, recheck_names=True)
+        nonlocal last
+        with_last = got.pause_token(pause, last)
+        assert with_last == got.pause_token(pause)
+        last = got
+
+    def bump(netdev: str, name: str, by: int = 1) -> Callable[[], None]:
+        def change() -> None:
+            stats[netdev][name] += by
+            put(netdev)
+
+        return change
+
+    last = None
+    script: list[Callable[[], None]] = [
+        lambda: None,
+        lambda: None,
+        bump("eth0", "rx_prio3_packets", 1000),  # traffic only
+        lambda: None,
+        bump("eth1", "rx_prio3_pause"),
+        lambda: None,
+        bump("eth0", "tx_prio3_pause_duration", 7),
+    ]
+    if kind == "captures":
+        script += [
+            lambda: put("eth1", DAMAGED["wanted value not a number"]),
+            lambda: None,
+            lambda: (tmp_path / "ethtool" / "eth0").unlink(),
+            lambda: put("eth0"),
+            lambda: None,
+        ]
+    else:
+        script += [lambda: put("eth1", b"names changed"), lambda: None, lambda: put("eth1"), lambda: None]
+    for change in script:
+        step(change)
+    # The reads that repeat the last one took their stand-ins over: fewer computed than asked for.
+    asked = 2 * 2 * len(script)  # two netdevs, with and without ``last``, per step
+    assert counting.calls < asked - len(script)
+    source.close()
