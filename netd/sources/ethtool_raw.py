@@ -44,8 +44,10 @@ class RawSamples(Mapping[str, EthtoolSample]):
         values: one comparison) takes its stand-in from there, since a stand-in is a function of the
         read; a replayed capture rewritten once a second reads the same nine samples in ten."""
         token = self._reader.token
-        earlier = last._tokens if last is not None and last._reader is self._reader else {}
-        earlier_raws = last._raws if earlier else {}
+        earlier: dict[str, tuple[tuple[str, ...], object]] = {}
+        earlier_raws: dict[str, object] = {}
+        if last is not None and last._reader is self._reader:
+            earlier, earlier_raws = last._tokens, last._raws
         tokens = self._tokens
         out: list[object] = []
         for netdev, names in pause.items():
