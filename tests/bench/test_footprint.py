@@ -70,6 +70,7 @@ def test_footprint_bench_reports_a_running_daemon() -> None:
     assert doc["ports"] == 2 and doc["storm_detect_median_ms"] is None and doc["kernel_reads"] is None
     assert doc["fast_path_cpu_percent"] >= 0 and doc["reference_ms"] > 0
     assert 0 < doc["open_fds"] <= 64 and doc["rss_mib"] > 0 and doc["cpu_percent"] > 0
+    assert 0 <= doc["cpu_system_percent"] <= doc["cpu_percent"]
     assert doc["ticks"] >= 1 and doc["ticks_late"] >= 0 and doc["tick_mean_ms"] > 0
     assert set(doc["targets"]) == {"cpu_percent", "open_fds", "rss_mib", "storm_detect_median_ms"}
 
