@@ -75,7 +75,10 @@ _READ_SIZE = 4096  # every sysfs attribute fits in one page
 # descriptors one cache keeps (netd.daemon.limits: netd's descriptor budget): files, directories
 DEFAULT_MAX_OPEN = 0
 DEFAULT_MAX_DIRS = 24
-_FLAGS = os.O_RDONLY | os.O_CLOEXEC
+# O_NONBLOCK: sysfs attributes and regular files ignore it, but a FIFO (or a terminal) planted in a
+# replayed tree would otherwise block open() until a writer came, and with it the tick, forever. Opened
+# non-blocking, a FIFO reads as empty or fails (pread on a pipe: ESPIPE), and only that file is bad.
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
@@ -88,8 +91,11 @@ def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
 def read_text(path: Path, source: str = "sysfs") -> str | None:
     """The stripped text of a small file, or None when absent under the errno policy."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(_READ_SIZE)
+        fd = os.open(path, _FLAGS)
+        try:
+            data = os.read(fd, _READ_SIZE)
+        finally:
+            os.close(fd)
     except OSError as exc:
         _absent_or_raise(source, path, exc)
         return None
@@ -156,7 +162,7 @@ class PreadCache:
             fd = None
         if fd is None:
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open(path, _FLAGS)
             except OSError as exc:
                 _absent_or_raise(self._source, path, exc)
                 return None

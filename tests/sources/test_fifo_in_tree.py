@@ -1,0 +1,105 @@
+"""A FIFO planted in a replayed tree blocks nobody: every sysfs-rooted read opens non-blocking.
+
+Without O_NONBLOCK, open(2) of a FIFO waits for a writer: one FIFO named like a counter file, a port
+attribute or an ethtool capture stopped the tick for good (measured: the RDMA read never returned).
+Each case reads in a thread that must finish within seconds, and only the planted file is bad.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from netd.bench.static_tree import StaticHost
+from netd.errors import SourceError
+from netd.sources.ethtool import CapturedStatsReader, EthtoolSource
+from netd.sources.gids import read_gids
+from netd.sources.rdma import RdmaSysfs
+from netd.sources.sysfs_io import read_text
+
+T = TypeVar("T")
+
+
+def _within(seconds: float, fn: Callable[[], T]) -> T:
+    """fn()'s result, failing the test (not hanging it) when fn blocks."""
+    box: list[object] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:  # handed to the test
+            box.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)  # a blocked thread must not keep pytest alive
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the read blocked on a FIFO"
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    return box[0]  # type: ignore[return-value]
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> StaticHost:
+    h = StaticHost(tmp_path / "sys", 1)
+    yield h
+    h.close()
+
+
+PORT = Path("class/infiniband/mlx5_0/ports/1")
+
+
+@pytest.mark.parametrize("name", ["hw_counters/out_of_sequence", "counters/port_xmit_data", "rate"])
+def test_a_fifo_counter_or_attribute_is_one_bad_file(host: StaticHost, name: str) -> None:
+    clean = RdmaSysfs(host.root).read()
+    _fifo(host.root / PORT / name)
+    source = RdmaSysfs(host.root)
+    for _ in range(2):  # the first read scans the layout, the second is a tick's
+        got = _within(10, source.read)
+        assert [(s.device, s.port) for s in got] == [(s.device, s.port) for s in clean]
+        bad, good = got[0], got[1]
+        assert good.counters == clean[1].counters and not good.read_errors
+        if name == "rate":
+            assert bad.rate_gbps is None and bad.counters == clean[0].counters
+        else:
+            assert [e.split(":")[0] for e in bad.read_errors] == [name]
+            assert set(bad.counters) == set(clean[0].counters) - {name.split("/")[1]}
+    source.close()
+
+
+def test_fifo_gid_and_attribute_files_read_as_nothing(host: StaticHost) -> None:
+    port = host.root / PORT
+    gid = sorted(p.name for p in (port / "gids").iterdir())[0]
+    _fifo(port / "gids" / gid)
+    assert _within(10, lambda: read_text(port / "gids" / gid)) == ""
+    _within(10, lambda: read_gids(host.root, "mlx5_0", 1))
+
+
+def test_a_fifo_capture_is_an_error_first_and_after_a_replacement(host: StaticHost) -> None:
+    capture = host.root / "ethtool" / host.devices[0][1]
+    other = host.devices[1][1]
+    reader = CapturedStatsReader(host.root)
+    source = EthtoolSource(reader)
+    assert reader.read(capture.name).stats is not None
+    host.advance(1.0)  # captures are replaced by rename: the reader stops keeping them open
+    assert reader.read(capture.name).stats is not None
+    _fifo(capture)
+    with pytest.raises(SourceError, match="Illegal seek"):
+        _within(10, lambda: reader.read(capture.name))
+    samples, reasons = _within(10, lambda: source.read([capture.name, other]))
+    assert other in samples and capture.name not in samples and reasons[capture.name].startswith("error:")
+    fresh = CapturedStatsReader(host.root)  # never read before: the kept-descriptor path
+    with pytest.raises(SourceError, match="Illegal seek"):
+        _within(10, lambda: fresh.read(capture.name))
+    source.close()
+    fresh.close()
