@@ -27,7 +27,9 @@ class Files:
     """Plain :mod:`os` calls. Subclasses override any of them to inject faults."""
 
     def open(self, path: Path, flags: int, mode: int = 0o600) -> int:
-        return os.open(path, flags | os.O_CLOEXEC, mode)
+        # O_NONBLOCK: files, directories and kernel attributes ignore it; a FIFO where a parameter or
+        # the journal should be would otherwise block open() until a peer came (sysfs_io._FLAGS).
+        return os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, mode)
 
     def read(self, fd: int, size: int) -> bytes:
         return os.read(fd, size)

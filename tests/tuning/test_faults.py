@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
+from netd.errors import TuningError
 from netd.tuning.applier import Applier
 from netd.tuning.faults import Fault, FaultyFiles
 from netd.tuning.files import Files
@@ -249,3 +251,29 @@ def test_a_real_sysfs_attribute_gets_one_pwrite_at_offset_zero() -> None:
     ]
     assert [op for op, p in files.calls if op in ("pwrite", "write", "replace")] == ["pwrite"]
     assert read_param(Files(), attr) == value
+
+
+def test_a_fifo_where_a_parameter_is_fails_instead_of_blocking(tmp_path: Path) -> None:
+    """open(2) of a FIFO waits for a peer: a FIFO planted where a DCQCN parameter (or the journal) is
+    must be an error, not a `netd tune` that never returns. Read and write run in a thread that must
+    finish within seconds."""
+    fifo = tmp_path / "rp_ai_rate"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | int] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append(read_param(Files(), fifo))
+        except BaseException as exc:
+            outcome.append(exc)
+        try:  # a write with no reader: ENXIO at once, not a wait for one
+            os.close(Files().open(fifo, os.O_WRONLY))
+        except OSError as exc:
+            outcome.append(exc.errno)
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "a FIFO blocked the tuning file layer"
+    assert isinstance(outcome[0], TuningError) and "expected an unsigned integer" in str(outcome[0])
+    assert outcome[1:] == [errno.ENXIO]
