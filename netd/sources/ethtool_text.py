@@ -15,7 +15,7 @@ from pathlib import Path
 from netd.errors import SourceError
 from netd.model.snapshot import frozen_map
 from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats, subset
-from netd.sources.sysfs_io import ABSENT_ERRNOS
+from netd.sources.sysfs_io import ABSENT_ERRNOS, READ_FLAGS
 
 __all__ = [
     "CapturedStatsReader",
@@ -162,10 +162,6 @@ def format_ethtool_text(stats: Mapping[str, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# O_NONBLOCK: a FIFO planted as a capture must not block the reader (sysfs_io._FLAGS says why)
-_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
-
-
 @dataclass(slots=True)
 class _Capture:
     fd: int
@@ -299,7 +295,7 @@ class CapturedStatsReader:
                 self._replaced.clear()
             return self._transient(netdev, path, cap.size_hint)
         if cap is None:
-            fd = os.open(path, _OPEN_FLAGS)
+            fd = os.open(path, READ_FLAGS)  # non-blocking: a FIFO planted as a capture
             self.opens += 1
             fst = os.fstat(fd)
             hint = min(fst.st_size, self._max) + 4096  # never allocate for a hostile giant at once
@@ -314,7 +310,7 @@ class CapturedStatsReader:
 
     def _transient(self, netdev: str, path: str, hint: int) -> bytes:
         """Open, read whole, close: a capture that is replaced rather than rewritten."""
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, READ_FLAGS)  # non-blocking: a FIFO planted as a capture
         self.opens += 1
         cap = _Capture(fd, (0, 0), hint)
         try:

@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_MAX_DIRS",
     "DEFAULT_MAX_OPEN",
     "PreadCache",
+    "READ_FLAGS",
     "list_dir",
     "read_text",
     "stat_identity",
@@ -78,7 +79,7 @@ DEFAULT_MAX_DIRS = 24
 # O_NONBLOCK: sysfs attributes and regular files ignore it, but a FIFO (or a terminal) planted in a
 # replayed tree would otherwise block open() until a writer came, and with it the tick, forever. Opened
 # non-blocking, a FIFO reads as empty or fails (pread on a pipe: ESPIPE), and only that file is bad.
-_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
@@ -91,7 +92,7 @@ def _absent_or_raise(source: str, path: str | Path, exc: OSError) -> None:
 def read_text(path: Path, source: str = "sysfs") -> str | None:
     """The stripped text of a small file, or None when absent under the errno policy."""
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, READ_FLAGS)
         try:
             data = os.read(fd, _READ_SIZE)
         finally:
@@ -162,7 +163,7 @@ class PreadCache:
             fd = None
         if fd is None:
             try:
-                fd = os.open(path, _FLAGS)
+                fd = os.open(path, READ_FLAGS)
             except OSError as exc:
                 _absent_or_raise(self._source, path, exc)
                 return None
@@ -210,7 +211,7 @@ class PreadCache:
                 dfd = dirs[head] if head in dirs else dirs.setdefault(head, self._dir(head))
                 if dfd is not None:
                     try:
-                        fd = os.open(name, _FLAGS, dir_fd=dfd)
+                        fd = os.open(name, READ_FLAGS, dir_fd=dfd)
                     except OSError:
                         pass  # by full path below, which applies the errno policy
                     else:
@@ -245,7 +246,7 @@ class PreadCache:
         opened = 0
         for name in names:
             try:
-                fd = open_(name, _FLAGS, dir_fd=dfd)
+                fd = open_(name, READ_FLAGS, dir_fd=dfd)
             except OSError:
                 out.extend(self.read_many([f"{directory}/{name}"], size))  # the errno policy decides
                 continue
@@ -277,7 +278,7 @@ class PreadCache:
                 dfd = None
         if dfd is None and len(self._dirs) < self._max_dirs:
             try:
-                dfd = self._dirs[path] = os.open(path, _FLAGS | os.O_DIRECTORY)
+                dfd = self._dirs[path] = os.open(path, READ_FLAGS | os.O_DIRECTORY)
             except OSError:
                 return None
             self.opens += 1

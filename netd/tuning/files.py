@@ -28,7 +28,7 @@ class Files:
 
     def open(self, path: Path, flags: int, mode: int = 0o600) -> int:
         # O_NONBLOCK: files, directories and kernel attributes ignore it; a FIFO where a parameter or
-        # the journal should be would otherwise block open() until a peer came (sysfs_io._FLAGS).
+        # the journal should be would otherwise block open() until a peer came (sysfs_io.READ_FLAGS).
         return os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, mode)
 
     def read(self, fd: int, size: int) -> bytes:
