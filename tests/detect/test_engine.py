@@ -8,6 +8,7 @@ from types import MappingProxyType
 from netd.detect.engine import DetectionEngine, suppress
 from netd.detect.findings import Candidate, Scope, Severity
 from netd.detect.inputs import DetectInput, PortCongestion
+from netd.detect.pfc import PfcStormDetector
 from tests.detect.helpers import HOST, busy, cfg, pfc, port, prio, stormed, tick
 
 
@@ -126,3 +127,22 @@ def test_real_detectors_storm_and_congestion_end_to_end() -> None:
     opened = sorted((e.finding.kind, e.finding.started_monotonic) for e in events if e.action == "opened")
     assert opened == [("congestion", 1.0), ("pfc_storm", 0.2)]
     assert [f.kind for f in engine.state().active] == ["pfc_storm", "congestion"]  # worst first
+
+
+def test_the_pfc_rest_and_confirm_answers_follow_every_evaluation() -> None:
+    """pfc_at_rest() and pfc_confirm_in() are kept between evaluations (the fast path asks at every
+    sample); asked before and after each evaluation of a storm's life, they are what the detectors say."""
+    engine = DetectionEngine(cfg(pfc_detection_time=0.15, pfc_restoration_time=0.2), HOST)
+    storms = [d for d in engine.detectors if isinstance(d, PfcStormDetector)]
+    quiet = prio(3, rx_pause_frames=0, rx_pause_us=0, tx_packets=900)
+    script = [quiet, quiet, stormed(fraction=0.3, tx=900), stormed(), stormed(), quiet, quiet, quiet, quiet]
+    seen = set()
+    for i, pc in enumerate(script):
+        for _ in range(2):  # asked twice: the second answer is the kept one
+            rest = all(d.at_rest() for d in storms)
+            times = [t for t in (d.confirm_in() for d in storms) if t is not None]
+            assert engine.pfc_at_rest() is rest
+            assert engine.pfc_confirm_in() == min(times, default=None)
+            seen.add((rest, bool(times)))
+        engine.evaluate(pfc(0.1 * (i + 1), port(priorities=(pc,))))
+    assert seen == {(True, False), (False, True), (False, False)}  # rest, an onset pending, a storm
