@@ -24,7 +24,7 @@ class RawSamples(Mapping[str, EthtoolSample]):
     """netdev -> its sample of the wanted statistics, parsed on first access; netdevs whose read found
     nothing (absent, failed) are not in it, as they are not in ``EthtoolSource.read``'s samples."""
 
-    __slots__ = ("_reader", "_raws", "_wanted", "_samples", "_tokens")
+    __slots__ = ("_reader", "_raws", "_wanted", "_samples", "_tokens", "_token")
 
     def __init__(self, reader: StatsReader, raws: dict[str, object], wanted: Mapping[str, tuple[str, ...]]):
         self._reader = reader
@@ -32,6 +32,7 @@ class RawSamples(Mapping[str, EthtoolSample]):
         self._wanted = wanted
         self._samples: dict[str, EthtoolSample] | None = None
         self._tokens: dict[str, tuple[tuple[str, ...], object]] = {}  # netdev -> (names, its stand-in)
+        self._token: tuple[Mapping[str, tuple[str, ...]], tuple[object, ...]] | None = None  # (pause, token)
 
     def pause_token(
         self, pause: Mapping[str, tuple[str, ...]], last: RawSamples | None = None
@@ -42,11 +43,18 @@ class RawSamples(Mapping[str, EthtoolSample]):
 
         ``last``: an earlier read by the same reader. A netdev read exactly as there (equal bytes or
         values: one comparison) takes its stand-in from there, since a stand-in is a function of the
-        read; a replayed capture rewritten once a second reads the same nine samples in ten."""
+        read; a replayed capture rewritten once a second reads the same nine samples in ten. A read
+        equal to ``last`` in every netdev (one comparison of the two reads, in C) takes ``last``'s
+        whole token: a replayed tree reads so between two rewrites (an ioctl read, whose values
+        include traffic, rarely does)."""
         token = self._reader.token
         earlier: dict[str, tuple[tuple[str, ...], object]] = {}
         earlier_raws: dict[str, object] = {}
         if last is not None and last._reader is self._reader:
+            whole = last._token
+            if whole is not None and (whole[0] is pause or whole[0] == pause) and last._raws == self._raws:
+                self._tokens, self._token = dict(last._tokens), (pause, whole[1])
+                return whole[1]
             earlier, earlier_raws = last._tokens, last._raws
         tokens = self._tokens
         out: list[object] = []
@@ -64,7 +72,9 @@ class RawSamples(Mapping[str, EthtoolSample]):
                     return None
             tokens[netdev] = (names, got)
             out.append(got)
-        return tuple(out)
+        whole_token = tuple(out)
+        self._token = (pause, whole_token)
+        return whole_token
 
     def _parsed(self) -> dict[str, EthtoolSample]:
         samples = self._samples

@@ -237,3 +237,33 @@ def test_a_stand_in_taken_from_the_last_read_is_the_one_computed_afresh(tmp_path
     asked = 2 * 2 * len(script)  # two netdevs, with and without ``last``, per step
     assert counting.calls < asked - len(script)
     source.close()
+
+
+def test_a_read_equal_to_the_last_in_every_netdev_takes_its_whole_token(tmp_path: Path) -> None:
+    """A read equal to ``last`` everywhere takes ``last``'s token without computing one; asked for other
+    names, it computes (and equals a fresh computation), and so does the read after it."""
+    (tmp_path / "ethtool").mkdir()
+    write(tmp_path, "eth0", _stats())
+    write(tmp_path, "eth1", _stats(base=7))
+    source = EthtoolSource(CapturedStatsReader(tmp_path))
+    counting = _CountingTokens(source.reader)
+    source.reader.token = counting  # type: ignore[attr-defined]
+    pause = {"eth0": PAUSE, "eth1": PAUSE}
+    first = source.read_raw(ONLY)
+    fresh = first.pause_token(pause)
+    assert fresh is not None
+    second = source.read_raw(ONLY)
+    before = counting.calls
+    assert second.pause_token(pause, first) == fresh
+    assert counting.calls == before  # taken over whole
+    fewer = {"eth0": PAUSE[:1], "eth1": PAUSE}
+    third = source.read_raw(ONLY)
+    assert third.pause_token(fewer, second) == third.pause_token(fewer) != fresh
+    fourth = source.read_raw(ONLY)
+    before = counting.calls
+    assert fourth.pause_token(pause, third) == fresh
+    assert counting.calls == before + 1  # eth0's names changed back: computed; eth1's taken over
+    write(tmp_path, "eth1", {**_stats(base=7), "rx_prio3_pause": 99})
+    fifth = source.read_raw(ONLY)
+    assert fifth.pause_token(pause, fourth) == fifth.pause_token(pause) != fresh
+    source.close()
