@@ -293,6 +293,7 @@ class CapturedStatsReader:
             self._drop(netdev)  # replaced: from now on read without keeping it (class docstring)
             if len(self._replaced) >= 4096:  # netdev names come and go
                 self._replaced.clear()
+            self._replaced[netdev] = cap.size_hint
             return self._transient(netdev, path, cap.size_hint)
         if cap is None:
             fd = os.open(path, READ_FLAGS)  # non-blocking: a FIFO planted as a capture
@@ -309,15 +310,20 @@ class CapturedStatsReader:
         return self._whole(cap)
 
     def _transient(self, netdev: str, path: str, hint: int) -> bytes:
-        """Open, read whole, close: a capture that is replaced rather than rewritten."""
+        """Open, read whole, close: a capture that is replaced rather than rewritten. Read by the fast
+        path sixteen times a sample on a replayed 16-port host: one pread when the hint fits."""
         fd = os.open(path, READ_FLAGS)  # non-blocking: a FIFO planted as a capture
         self.opens += 1
-        cap = _Capture(fd, (0, 0), hint)
         try:
-            return self._whole(cap)
+            data = os.pread(fd, hint, 0)
+            if len(data) < hint:
+                return data
+            cap = _Capture(fd, (0, 0), hint)
+            data = self._whole(cap)
+            self._replaced[netdev] = cap.size_hint
+            return data
         finally:
             os.close(fd)
-            self._replaced[netdev] = cap.size_hint
 
     def _whole(self, cap: _Capture) -> bytes:
         size = cap.size_hint
