@@ -254,7 +254,8 @@ class RdmaSysfs:
             link_layer=read_text(port_dir / "link_layer", _SOURCE) or None,
             gid_types=_gid_types(port_dir),
             files=tuple(every),
-            groups=_groups(str(port_dir), tuple(f.path for f in every)),
+            # the attributes last, in the port directory's run: one batched read a port each tick
+            groups=_groups(str(port_dir), (*(f.path for f in every), *(f"{port_dir}/{a}" for a in _ATTRS))),
             slow_files=tuple(slow),
             slow_groups=_groups(str(port_dir), tuple(f.path for f in slow)),
             slow_keys=frozenset(f.key for f in slow),
@@ -265,7 +266,7 @@ class RdmaSysfs:
     def _read_port(self, device: str, driver: str | None, port: _Port, slow: bool) -> PortSample:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
-        self._read_files(port.files, port.groups, counters, errors)
+        attrs = self._read_files(port.files, port.groups, counters, errors)
         if slow:
             slow_errors: list[str] = []
             self._read_files(port.slow_files, port.slow_groups, counters, slow_errors)
@@ -278,7 +279,7 @@ class RdmaSysfs:
                 if seen is not None and seen[2] is f:
                     counters[f.key] = seen[1]
             errors.extend(self._slow_errors.get(port.attrs, ()))
-        rate_text, state, phys_state = (self._attr(a) for a in self._cache.read_dir(port.attrs[:-1], _ATTRS))
+        rate_text, state, phys_state = (self._attr(port.attrs, *a) for a in zip(_ATTRS, attrs, strict=True))
         problem = rate_problem(rate_text)
         if problem:
             errors.append(f"rate: {problem}")
@@ -304,13 +305,14 @@ class RdmaSysfs:
         groups: tuple[tuple[str, tuple[str, ...]], ...],
         counters: dict[str, Counter],
         errors: list[str],
-    ) -> None:
+    ) -> list[bytes | None | SourceError]:
         """Read ``files`` (as ``groups``, one batched read per directory) into ``counters``; a file
-        that fails is named in ``errors`` and left out."""
+        that fails is named in ``errors`` and left out. Returns what ``groups`` read beyond ``files``
+        (the port's attributes), as read."""
         last = self._last
         read = self._cache.read_dir
         texts = [data for directory, names in groups for data in read(directory, names, _COUNTER_READ)]
-        for f, data in zip(files, texts, strict=True):
+        for f, data in zip(files, texts, strict=False):
             seen = last.get(f.path)
             if seen is not None and seen[0] == data and seen[2] is f:  # same text, same layout
                 counters[f.key] = seen[1]
@@ -342,9 +344,14 @@ class RdmaSysfs:
             c = counters[f.key] = _counter(f, value)
             last[f.path] = (data, c, f)
         self.files_read += len(files)
+        return texts[len(files) :]
 
-    @staticmethod
-    def _attr(data: bytes | None | SourceError) -> str | None:
+    def _attr(self, prefix: str, name: str, data: bytes | None | SourceError) -> str | None:
+        if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # read with the counters: maybe more
+            try:
+                data = self._cache.read(prefix + name)
+            except SourceError:
+                return None
         return data.decode("utf-8", "replace").strip() if isinstance(data, bytes) else None
 
 
