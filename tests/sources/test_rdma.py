@@ -299,6 +299,22 @@ def test_hostile_rate_is_absent_with_a_reason(
     assert len(p.counters) == 52  # the counters are intact
 
 
+@pytest.mark.parametrize("max_open", [0, 1000])
+def test_an_attribute_longer_than_a_counter_is_read_whole(tree: SysfsTree, max_open: int) -> None:
+    """The attributes are read in the counters' batch, 64 bytes at a time; a longer one is read again."""
+    tree.add_device(MLX5_0)
+    long_state = "x" * 100
+    (tree.port_dir("mlx5_0", 1) / "state").write_text(f"4: {long_state}\n")
+    (tree.port_dir("mlx5_0", 1) / "rate").write_text("200 Gb/sec (2X NDR)" + " " * 80 + "\n")
+    src = RdmaSysfs(tree.root, max_open=max_open)
+    try:
+        for _ in range(2):  # the first read and one with descriptors kept
+            p = _port(src.read(), "mlx5_0")
+            assert (p.state, p.rate_gbps, p.read_errors) == (long_state, 200.0, ())
+    finally:
+        src.close()
+
+
 def _replace_with_dangling_symlink(path: Path) -> None:
     path.unlink()
     path.symlink_to(path.parent / "no-such-file")
