@@ -20,6 +20,7 @@ from typing import Any
 
 from netd.errors import SourceError
 from netd.model.topology import LldpNeighbor
+from netd.sources.sysfs_io import read_regular_file
 
 __all__ = ["LldpcliSource", "parse_lldpcli_json", "read_lldp_file"]
 
@@ -126,11 +127,7 @@ def parse_lldpcli_json(text: str, source: str = _SOURCE) -> tuple[LldpNeighbor, 
 
 def read_lldp_file(path: Path) -> tuple[LldpNeighbor, ...]:
     """A file holding lldpcli's JSON output (the emulated fabric writes ``<root>/lldp.json``)."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SourceError("lldp-file", f"cannot read {path}: {exc.strerror or exc}") from exc
-    return parse_lldpcli_json(text, source="lldp-file")
+    return parse_lldpcli_json(read_regular_file(path, "lldp-file"), source="lldp-file")
 
 
 class LldpcliSource:

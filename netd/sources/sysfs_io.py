@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +53,7 @@ __all__ = [
     "PreadCache",
     "READ_FLAGS",
     "list_dir",
+    "read_regular_file",
     "read_text",
     "stat_identity",
 ]
@@ -101,6 +103,31 @@ def read_text(path: Path, source: str = "sysfs") -> str | None:
         _absent_or_raise(source, path, exc)
         return None
     return data.decode("utf-8", "replace").strip()
+
+
+def read_regular_file(path: Path, source: str) -> str:
+    """The whole UTF-8 text of a file an operator or a replayed tree names (a topology file, lldpcli's
+    JSON), re-read by a background refresh. Opened non-blocking and refused unless it is a regular file:
+    a FIFO planted there would otherwise stop the refresh in open() for good (holding its lock), and a
+    device could be read forever. Every failure, absence included, raises :class:`SourceError`."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except OSError as exc:
+        raise SourceError(source, f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SourceError(source, f"cannot read {path}: not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise SourceError(source, f"cannot read {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(source, f"cannot read {path}: not UTF-8 (byte {exc.start})") from exc
 
 
 def list_dir(path: Path, source: str = "sysfs") -> list[str]:

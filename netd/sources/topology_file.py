@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from netd.errors import SourceError
 from netd.model.snapshot import frozen_map
 from netd.model.topology import StaticFabric, StaticPort, Switch
+from netd.sources.sysfs_io import read_regular_file
 
 __all__ = ["parse_topology_file", "read_topology_file"]
 
@@ -125,8 +126,4 @@ def parse_topology_file(text: str, origin: str = "topology file") -> StaticFabri
 
 
 def read_topology_file(path: Path) -> StaticFabric:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SourceError(_SOURCE, f"cannot read {path}: {exc.strerror or exc}") from exc
-    return parse_topology_file(text, origin=str(path))
+    return parse_topology_file(read_regular_file(path, _SOURCE), origin=str(path))

@@ -2,7 +2,8 @@
 
 Without O_NONBLOCK, open(2) of a FIFO waits for a writer: one FIFO named like a counter file, a port
 attribute or an ethtool capture stopped the tick for good (measured: the RDMA read never returned).
-Each case reads in a thread that must finish within seconds, and only the planted file is bad.
+Each case reads in a thread that must finish within seconds, and only the planted file is bad. The
+topology inputs a background refresh re-reads (the static file, lldpcli's JSON) must be regular files.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from typing import TypeVar
 import pytest
 
 from netd.bench.static_tree import StaticHost
+from netd.config.service import TopologyConfig
 from netd.errors import SourceError
 from netd.sources.ethtool import CapturedStatsReader, EthtoolSource
 from netd.sources.gids import read_gids
+from netd.sources.lldpcli import read_lldp_file
 from netd.sources.rdma import RdmaSysfs
-from netd.sources.sysfs_io import read_text
+from netd.sources.sysfs_io import read_regular_file, read_text
+from netd.sources.topology_file import read_topology_file
+from netd.topology.service import TopologyService
 
 T = TypeVar("T")
 
@@ -103,3 +108,36 @@ def test_a_fifo_capture_is_an_error_first_and_after_a_replacement(host: StaticHo
         _within(10, lambda: fresh.read(capture.name))
     source.close()
     fresh.close()
+
+
+@pytest.mark.parametrize("read", [read_topology_file, read_lldp_file])
+def test_a_topology_input_that_is_no_regular_file_is_an_error(
+    tmp_path: Path, read: Callable[[Path], object]
+) -> None:
+    """The static topology file and lldpcli's JSON are re-read by the topology thread: a FIFO, a
+    directory or a device there is an error at once, and bytes that are not UTF-8 say so."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "latin1").write_bytes("spine: caf\xe9\n".encode("latin-1"))
+    for name, why in [("fifo", "not a regular file"), ("dir", "not a regular file"), ("latin1", "not UTF-8")]:
+        with pytest.raises(SourceError, match=why):
+            _within(10, lambda name=name: read(tmp_path / name))
+    with pytest.raises(SourceError, match="not a regular file"):
+        read_regular_file(Path("/dev/zero"), "test")  # would read for ever
+
+
+def test_fifo_topology_inputs_in_a_replayed_tree_fail_the_refresh_not_the_thread(host: StaticHost) -> None:
+    """<root>/lldp.json and <root>/topology.yaml are a replayed tree's default topology inputs: FIFOs
+    there are failed sources of a refresh that returns (and releases its lock for the next one)."""
+    for name in ("lldp.json", "topology.yaml"):
+        os.mkfifo(host.root / name)
+    service = TopologyService(TopologyConfig(), host.root, "h1")
+    try:
+        for _ in range(2):
+            inputs = _within(10, service.refresh)
+            failed = {n.source: n.detail for n in inputs.notes if not n.ok}
+            assert set(failed) == {"lldp:file", "topology-file"}
+            assert failed["lldp:file"].endswith(f"cannot read {host.root / 'lldp.json'}: not a regular file")
+            assert failed["topology-file"].endswith(f"{host.root / 'topology.yaml'}: not a regular file")
+    finally:
+        service.close()
