@@ -31,6 +31,7 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
+from netd.sources.rdma_layout import gid_types, list_counters, port_netdev
 from netd.sources.rdma_values import parse_counter, parse_rate, parse_state, rate_problem, rate_value
 from netd.sources.sysfs_io import (
     DEFAULT_MAX_DIRS,
@@ -209,7 +210,7 @@ class RdmaSysfs:
 
     def _scan(self, name: str, dev_dir: Path, identity: tuple[int, int, int], now: float) -> _Layout:
         port_names = sorted((p for p in list_dir(dev_dir / "ports", _SOURCE) if p.isdigit()), key=int)
-        listings = {p: _list_counters(dev_dir, p, single_port=len(port_names) == 1) for p in port_names}
+        listings = {p: list_counters(dev_dir, p, single_port=len(port_names) == 1) for p in port_names}
         first_hw = listings[port_names[0]][1][1] if port_names else []
         driver = counter_specs.detect_driver(name, dev_dir, set(first_hw))
         ports = tuple(self._scan_port(dev_dir, int(p), driver, *listings[p]) for p in port_names)
@@ -250,9 +251,9 @@ class RdmaSysfs:
         return _Port(
             port=port,
             attrs=f"{port_dir}/",
-            netdev=_netdev(dev_dir, port_dir, port),
+            netdev=port_netdev(dev_dir, port_dir, port),
             link_layer=read_text(port_dir / "link_layer", _SOURCE) or None,
-            gid_types=_gid_types(port_dir),
+            gid_types=gid_types(port_dir),
             files=tuple(every),
             # the attributes last, in the port directory's run: one batched read a port each tick
             groups=_groups(str(port_dir), (*(f.path for f in every), *(f"{port_dir}/{a}" for a in _ATTRS))),
@@ -312,7 +313,7 @@ class RdmaSysfs:
         last = self._last
         read = self._cache.read_dir
         texts = [data for directory, names in groups for data in read(directory, names, _COUNTER_READ)]
-        for f, data in zip(files, texts, strict=False):
+        for f, data in zip(files, texts[: len(files)], strict=True):
             seen = last.get(f.path)
             if seen is not None and seen[0] == data and seen[2] is f:  # same text, same layout
                 counters[f.key] = seen[1]
@@ -381,47 +382,3 @@ def _groups(port_dir: str, paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str
         else:
             out.append((head, [name]))
     return tuple((head, tuple(names)) for head, names in out)
-
-
-def _list_counters(dev_dir: Path, port: str, single_port: bool) -> tuple[tuple[Path, list[str]], ...]:
-    """(directory, names) of ``counters/`` and ``hw_counters/`` for one port.
-
-    Some drivers (mlx5 in switchdev mode) register hw_counters on the device
-    rather than the port; for a single-port device those are the port's.
-    """
-    port_dir = dev_dir / "ports" / port
-    pma = port_dir / "counters"
-    hw = port_dir / "hw_counters"
-    hw_names = list_dir(hw, _SOURCE)
-    if not hw_names and single_port:
-        hw = dev_dir / "hw_counters"
-        hw_names = list_dir(hw, _SOURCE)
-    # lifespan is the writable cache period (ms) of hw_counters, not a counter.
-    return (pma, list_dir(pma, _SOURCE)), (hw, [n for n in hw_names if n != "lifespan"])
-
-
-def _indices(directory: Path) -> list[str]:
-    return sorted((n for n in list_dir(directory, _SOURCE) if n.isdigit()), key=int)
-
-
-def _netdev(dev_dir: Path, port_dir: Path, port: int) -> str | None:
-    """The port's netdev: GID ndevs first, then the PCI function's net/, then rxe's ``parent``."""
-    ndevs = port_dir / "gid_attrs" / "ndevs"
-    for index in _indices(ndevs):  # empty slots fail with EINVAL: absent
-        name = read_text(ndevs / index, _SOURCE)
-        if name:
-            return name
-    net = dev_dir / "device" / "net"
-    names = list_dir(net, _SOURCE)
-    if len(names) == 1:
-        return names[0]
-    for name in names:  # several ports on one PCI function: dev_port is the 0-based port index
-        if read_text(net / name / "dev_port", _SOURCE) == str(port - 1):
-            return name
-    return read_text(dev_dir / "parent", _SOURCE) or None
-
-
-def _gid_types(port_dir: Path) -> tuple[str, ...]:
-    types = port_dir / "gid_attrs" / "types"
-    found = {read_text(types / i, _SOURCE) for i in _indices(types)}
-    return tuple(sorted(t for t in found if t))

@@ -1,0 +1,57 @@
+"""What an RDMA port's directory says once per layout scan (netd.sources.rdma rescans it every
+``rescan_interval_s`` or when the device changes identity, never per tick): its counter listings, its
+netdev and its GID types. Absent files are absent under :mod:`netd.sources.sysfs_io`'s errno policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from netd.sources.sysfs_io import list_dir, read_text
+
+__all__ = ["gid_types", "list_counters", "port_netdev"]
+
+_SOURCE = "rdma"
+
+
+def list_counters(dev_dir: Path, port: str, single_port: bool) -> tuple[tuple[Path, list[str]], ...]:
+    """(directory, names) of ``counters/`` and ``hw_counters/`` for one port.
+
+    Some drivers (mlx5 in switchdev mode) register hw_counters on the device
+    rather than the port; for a single-port device those are the port's.
+    """
+    port_dir = dev_dir / "ports" / port
+    pma = port_dir / "counters"
+    hw = port_dir / "hw_counters"
+    hw_names = list_dir(hw, _SOURCE)
+    if not hw_names and single_port:
+        hw = dev_dir / "hw_counters"
+        hw_names = list_dir(hw, _SOURCE)
+    # lifespan is the writable cache period (ms) of hw_counters, not a counter.
+    return (pma, list_dir(pma, _SOURCE)), (hw, [n for n in hw_names if n != "lifespan"])
+
+
+def _indices(directory: Path) -> list[str]:
+    return sorted((n for n in list_dir(directory, _SOURCE) if n.isdigit()), key=int)
+
+
+def port_netdev(dev_dir: Path, port_dir: Path, port: int) -> str | None:
+    """The port's netdev: GID ndevs first, then the PCI function's net/, then rxe's ``parent``."""
+    ndevs = port_dir / "gid_attrs" / "ndevs"
+    for index in _indices(ndevs):  # empty slots fail with EINVAL: absent
+        name = read_text(ndevs / index, _SOURCE)
+        if name:
+            return name
+    net = dev_dir / "device" / "net"
+    names = list_dir(net, _SOURCE)
+    if len(names) == 1:
+        return names[0]
+    for name in names:  # several ports on one PCI function: dev_port is the 0-based port index
+        if read_text(net / name / "dev_port", _SOURCE) == str(port - 1):
+            return name
+    return read_text(dev_dir / "parent", _SOURCE) or None
+
+
+def gid_types(port_dir: Path) -> tuple[str, ...]:
+    types = port_dir / "gid_attrs" / "types"
+    found = {read_text(types / i, _SOURCE) for i in _indices(types)}
+    return tuple(sorted(t for t in found if t))
