@@ -6,6 +6,9 @@ The errno policy (docs/architecture.md, Safety rules) lives here and nowhere els
   there" cases mean *absent*: the reader returns ``None``.
 * Anything else (EIO, ENOMEM, EBADF, ...) raises :class:`SourceError`.
 
+A file an operator names (:func:`read_regular_file`: a topology file, lldpcli's JSON) is different:
+asked for, it must be there, so every failure raises.
+
 sysfs attributes support ``pread`` at offset 0, which makes the kernel
 regenerate the value; so a :class:`PreadCache` keeps one descriptor per file
 and re-reads it with a single syscall per tick instead of open/read/close
