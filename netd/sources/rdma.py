@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import fnmatch
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 from pathlib import Path
 
 from netd.errors import SourceError
@@ -51,6 +53,7 @@ _COUNTER_READ = 64  # bytes per counter pread: "%llu\n" is at most 21
 # taken now rather than a whole tick later.
 _SLOW_EARLY = 0.05
 _ATTRS = ("rate", "state", "phys_state")  # read every tick with the counters
+_TICK_KEY, _SLOW_KEY = "\0tick", "\0slow"  # RdmaSysfs._last: a port's two cadences
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,26 @@ class _Port:
     slow_files: tuple[_File, ...] = ()  # read every slow_interval_s (docs/metrics.md, Read cadence)
     slow_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     slow_keys: frozenset[str] = frozenset()
+    keys_in_order: tuple[str, ...] = ()  # the keys of files, in order
+    slow_keys_in_order: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Readings:
+    """What one cadence's files of a port read last: the texts as read, the Counter parsed from each
+    (None when it failed), and which files to parse again whatever they read (failed, or longer than
+    one read)."""
+
+    files: tuple[_File, ...]
+    texts: list[bytes | None | SourceError]
+    parsed: list[Counter | None]
+    redo: tuple[int, ...]
+
+    def counters(self, keys: tuple[str, ...]) -> Iterable[tuple[str, Counter]]:
+        """(key, Counter) of every file that parsed; ``keys``: the files' keys in order."""
+        if not self.redo:
+            return zip(keys, self.parsed)  # type: ignore[arg-type]  # nothing failed: no None
+        return ((k, c) for k, c in zip(keys, self.parsed, strict=True) if c is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +141,10 @@ class RdmaSysfs:
             _SOURCE, max_open, verify=Path(sysfs).resolve() != Path("/sys"), max_dirs=max_dirs
         )
         self._layouts: dict[str, _Layout] = {}
-        # path -> (its last text, the Counter parsed from it, under which layout): most counters of a
-        # calm port read the same text tick after tick; parsing and building ~900 Counters a tick was
-        # a quarter of the read. A rescan makes new _File objects, so nothing outlives its layout.
-        self._last: dict[str, tuple[bytes, Counter, _File]] = {}
+        # port attrs path + cadence -> what its files read last (_Readings): most counters of a calm
+        # port read the same text tick after tick; parsing and building ~900 Counters a tick was a
+        # quarter of the read. A rescan makes new _Port objects, so nothing outlives its layout.
+        self._last: dict[str, _Readings] = {}
         self.files_read = 0  # counter files read by the last read()
         self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
 
@@ -176,8 +199,8 @@ class RdmaSysfs:
         self._forget_readings(prefix)
 
     def _forget_readings(self, prefix: str) -> None:
-        for path in [p for p in self._last if p.startswith(prefix)]:
-            del self._last[path]
+        for key in [k for k in self._last if k.startswith(prefix)]:
+            del self._last[key]
         for path in [p for p in self._slow_errors if p.startswith(prefix)]:
             del self._slow_errors[path]
 
@@ -260,6 +283,8 @@ class RdmaSysfs:
             slow_files=tuple(slow),
             slow_groups=_groups(str(port_dir), tuple(f.path for f in slow)),
             slow_keys=frozenset(f.key for f in slow),
+            keys_in_order=tuple(f.key for f in every),
+            slow_keys_in_order=tuple(f.key for f in slow),
         )
 
     # -- per tick ---------------------------------------------------------------------------
@@ -267,18 +292,16 @@ class RdmaSysfs:
     def _read_port(self, device: str, driver: str | None, port: _Port, slow: bool) -> PortSample:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
-        attrs = self._read_files(port.files, port.groups, counters, errors)
+        attrs = self._read_files(port, False, counters, errors)
         if slow:
             slow_errors: list[str] = []
-            self._read_files(port.slow_files, port.slow_groups, counters, slow_errors)
+            self._read_files(port, True, counters, slow_errors)
             self._slow_errors[port.attrs] = tuple(slow_errors)
             errors.extend(slow_errors)
         else:  # the last readings, as the last slow read left them
-            last = self._last
-            for f in port.slow_files:
-                seen = last.get(f.path)
-                if seen is not None and seen[2] is f:
-                    counters[f.key] = seen[1]
+            seen = self._last.get(port.attrs + _SLOW_KEY)
+            if seen is not None and seen.files is port.slow_files:
+                counters.update(seen.counters(port.slow_keys_in_order))
             errors.extend(self._slow_errors.get(port.attrs, ()))
         rate_text, state, phys_state = (self._attr(port.attrs, *a) for a in zip(_ATTRS, attrs, strict=True))
         problem = rate_problem(rate_text)
@@ -301,51 +324,61 @@ class RdmaSysfs:
         )
 
     def _read_files(
-        self,
-        files: tuple[_File, ...],
-        groups: tuple[tuple[str, tuple[str, ...]], ...],
-        counters: dict[str, Counter],
-        errors: list[str],
+        self, port: _Port, slow: bool, counters: dict[str, Counter], errors: list[str]
     ) -> list[bytes | None | SourceError]:
-        """Read ``files`` (as ``groups``, one batched read per directory) into ``counters``; a file
-        that fails is named in ``errors`` and left out. Returns what ``groups`` read beyond ``files``
-        (the port's attributes), as read."""
-        last = self._last
+        """Read the port's files of one cadence (one batched read per directory) into ``counters``; a
+        file that fails is named in ``errors`` and left out. Returns what the batch read beyond the
+        counter files (the port's attributes, on the tick cadence), as read.
+
+        Only the files whose text differs from their last read (found by one C-level comparison of
+        the two lists), and those that failed or did not fit one read last time, are parsed; every
+        other one keeps the Counter parsed from the same text, the very object (which the series
+        layer's own shortcut recognises)."""
+        files, groups = (port.slow_files, port.slow_groups) if slow else (port.files, port.groups)
+        key = port.attrs + (_SLOW_KEY if slow else _TICK_KEY)
         read = self._cache.read_dir
         texts = [data for directory, names in groups for data in read(directory, names, _COUNTER_READ)]
-        for f, data in zip(files, texts[: len(files)], strict=True):
-            seen = last.get(f.path)
-            if seen is not None and seen[0] == data and seen[2] is f:  # same text, same layout
-                counters[f.key] = seen[1]
-                continue
-            if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # not a counter's shape: read it all
-                try:
-                    data = self._cache.read(f.path)
-                except SourceError as exc:
-                    data = exc
-            if isinstance(data, SourceError) or data is None:  # EISDIR, EIO, ...: this counter only
-                errors.append(f"{f.label}: {'unreadable' if data is None else data}")
-                last.pop(f.path, None)  # nothing to carry over until it reads again
-                continue
-            # Fast path for the one shape sysfs prints ("%llu\n"); anything else takes the
-            # careful parser, which explains what is wrong.
-            if data[-1:] == b"\n" and data[:-1].isdigit():
-                fast = int(data)
-                if fast <= f.raw_max:
-                    c = counters[f.key] = Counter(
-                        f.raw_name, f.name, f.group, fast * f.scale, f.width, f.overflow, f.scale
-                    )
-                    last[f.path] = (data, c, f)
-                    continue
-            value, problem = parse_counter(data)
-            if value is None:
-                errors.append(f"{f.label}: {problem}")
-                last.pop(f.path, None)
-                continue
-            c = counters[f.key] = _counter(f, value)
-            last[f.path] = (data, c, f)
+        mine = texts[: len(files)]
+        last = self._last.get(key)
+        parsed: list[Counter | None]
+        if last is not None and last.files is files:
+            parsed = list(last.parsed)
+            redo: Iterable[int] = sorted({*compress(range(len(files)), map(ne, mine, last.texts)), *last.redo})
+        else:
+            parsed = [None] * len(files)
+            redo = range(len(files))
+        again: list[int] = []
+        for i in redo:
+            data = mine[i]
+            c = parsed[i] = self._parse(files[i], data, errors)
+            if c is None or (isinstance(data, bytes) and len(data) == _COUNTER_READ):
+                again.append(i)  # failed, or read whole: judged again whatever it reads next
+        readings = self._last[key] = _Readings(files, mine, parsed, tuple(again))
+        counters.update(readings.counters(port.slow_keys_in_order if slow else port.keys_in_order))
         self.files_read += len(files)
         return texts[len(files) :]
+
+    def _parse(self, f: _File, data: bytes | None | SourceError, errors: list[str]) -> Counter | None:
+        """One counter file's reading, or None with the reason in ``errors``."""
+        if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # not a counter's shape: read it all
+            try:
+                data = self._cache.read(f.path)
+            except SourceError as exc:
+                data = exc
+        if isinstance(data, SourceError) or data is None:  # EISDIR, EIO, ...: this counter only
+            errors.append(f"{f.label}: {'unreadable' if data is None else data}")
+            return None
+        # Fast path for the one shape sysfs prints ("%llu\n"); anything else takes the careful
+        # parser, which explains what is wrong.
+        if data[-1:] == b"\n" and data[:-1].isdigit():
+            fast = int(data)
+            if fast <= f.raw_max:
+                return Counter(f.raw_name, f.name, f.group, fast * f.scale, f.width, f.overflow, f.scale)
+        value, problem = parse_counter(data)
+        if value is None:
+            errors.append(f"{f.label}: {problem}")
+            return None
+        return _counter(f, value)
 
     def _attr(self, prefix: str, name: str, data: bytes | None | SourceError) -> str | None:
         if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # read with the counters: maybe more
