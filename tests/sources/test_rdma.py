@@ -315,6 +315,38 @@ def test_an_attribute_longer_than_a_counter_is_read_whole(tree: SysfsTree, max_o
         src.close()
 
 
+@pytest.mark.parametrize("max_open", [0, 1000])
+def test_a_counter_read_as_last_time_keeps_its_reading_and_a_failure_is_named_every_time(
+    tree: SysfsTree, max_open: int
+) -> None:
+    """Only files whose text changed are parsed again (the rest keep their very Counter), but a file
+    that failed is judged, and named, at every read, and one longer than a read is read whole every
+    time, so a change beyond the first 64 bytes is seen."""
+    tree.add_device(MLX5_0)
+    src = RdmaSysfs(tree.root, max_open=max_open)
+    hw = CounterGroup.HW
+    try:
+        first = _port(src.read(), "mlx5_0")
+        tree.set_raw("mlx5_0", 1, hw, "np_cnp_sent", "12\n")
+        tree.set_raw("mlx5_0", 1, hw, "rp_cnp_handled", "garbage\n")
+        second = _port(src.read(), "mlx5_0")
+        assert second.counters["np_cnp_sent"].value == 12
+        assert second.counters["out_of_buffer"] is first.counters["out_of_buffer"]  # same text
+        for _ in range(2):  # the same bad text: named again, never a stale value
+            p = _port(src.read(), "mlx5_0")
+            assert "rp_cnp_handled" not in p.counters
+            assert [e for e in p.read_errors if e.startswith("hw_counters/rp_cnp_handled")]
+        tree.set_raw("mlx5_0", 1, hw, "rp_cnp_handled", "7\n")
+        assert _port(src.read(), "mlx5_0").counters["rp_cnp_handled"].value == 7
+        padded = "0" * 70  # 70 leading zeros: a valid reading longer than one 64-byte read
+        for value in (5, 6, 6, 9):  # the first 64 bytes never change
+            tree.set_raw("mlx5_0", 1, hw, "out_of_buffer", f"{padded}{value}\n")
+            p = _port(src.read(), "mlx5_0")
+            assert (p.counters["out_of_buffer"].value, p.read_errors) == (value, ())
+    finally:
+        src.close()
+
+
 def _replace_with_dangling_symlink(path: Path) -> None:
     path.unlink()
     path.symlink_to(path.parent / "no-such-file")
