@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from netd.series.tracker import NetdevView, PortView
 from netd.vocabulary.ethtool_names import EthtoolSignals, parse_signals
 from netd.vocabulary.metric_names import ERROR_VOCABULARY
 
-__all__ = ["ERROR_VOCABULARY", "PortSignals", "PriorityPause", "netdev_signals", "port_signals"]
+__all__ = ["ERROR_VOCABULARY", "PORT_FIELDS", "PortSignals", "PriorityPause", "netdev_signals", "port_signals"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +65,28 @@ def _fraction(duration_us_per_s: float | None) -> float | None:
     return None if duration_us_per_s is None else min(max(duration_us_per_s / 1e6, 0.0), 1.0)
 
 
+# What the port signals and the congestion scorer read of a netdev's signals (netd.congestion.host: the
+# storm events): pause per priority, and the PHY discards. Pause transitions stay, because their names
+# also say which priorities have PFC (EthtoolSignals.active_priorities).
+PORT_FIELDS = (
+    "pause_frames",
+    "pause_duration_us",
+    "pause_transitions",
+    "rx_discards_phy",
+    "pause_storm_warning_events",
+    "pause_storm_error_events",
+    "active_priorities",
+)
+
+
 @functools.lru_cache(maxsize=64)
 def _signal_names(names: tuple[str, ...]) -> tuple[str, ...]:
-    """The names :func:`parse_signals` takes a value from, of this name set (in order): learnt once
-    per name set with a probe whose values are the names' positions."""
+    """The names :func:`parse_signals` takes a :data:`PORT_FIELDS` value from, of this name set (in
+    order): learnt once per name set with a probe whose values are the names' positions."""
     probe = parse_signals({n: float(i) for i, n in enumerate(names)})
     used: set[float] = set()
-    for f in dataclasses.fields(probe):
-        value = getattr(probe, f.name)
+    for name in PORT_FIELDS:
+        value = getattr(probe, name)
         if isinstance(value, Mapping):
             used.update(value.values())
         elif isinstance(value, float):
@@ -80,11 +95,28 @@ def _signal_names(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def netdev_signals(netdev: NetdevView) -> EthtoolSignals:
-    """:func:`parse_signals` of the netdev's per-second rates, fed only the ~15 of mlx5's ~160
-    statistics it reads (the same result: it ignores the others, and the first of two names for one
-    signal stays first); called for every port on every tick by the scorer and the signals."""
+    """The :data:`PORT_FIELDS` of :func:`parse_signals` of the netdev's per-second rates, fed only the
+    few of mlx5's ~160 statistics they come from (the same values: it ignores the others, and the first
+    of two names for one signal stays first); every other field is empty. Called for every port on
+    every tick by the scorer and the signals."""
     rates = netdev.rates
     return parse_signals({n: rates[n] for n in _signal_names(tuple(rates))})
+
+
+_NAME = operator.itemgetter(1)  # Counter.name
+
+
+@functools.lru_cache(maxsize=256)
+def _port_plan(keys: tuple[str, ...], names: tuple[str, ...]) -> tuple[Mapping[str, str], tuple[str, ...]]:
+    """Of a port's counters (keys and vocabulary names, in order): the key of the first counter of
+    each name, and the keys of the last counter of each error name (in ERROR_VOCABULARY's order).
+    Learnt once per counter set, not walked for every port on every tick."""
+    first: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for key, name in zip(keys, names, strict=True):
+        first.setdefault(name, key)
+        last[name] = key
+    return first, tuple(last[name] for name in ERROR_VOCABULARY if name in last)
 
 
 def port_signals(
@@ -94,15 +126,17 @@ def port_signals(
     if not view.rates:
         return PortSignals()
     rates = view.rates
-    by_vocab: dict[str, float | None] = {}  # the last counter of each name (as before)
-    first: dict[str, float | None] = {}  # the first, as PortView.rate() answers, in one pass
-    for raw, c in view.sample.counters.items():
-        by_vocab[c.name] = value = rates.get(raw)
-        first.setdefault(c.name, value)
-    rate = first.get
+    counters = view.sample.counters
+    first, error_keys = _port_plan(tuple(counters), tuple(map(_NAME, counters.values())))
+    get = rates.get
+
+    def rate(vocab: str) -> float | None:  # the first counter of the name, as PortView.rate() answers
+        key = first.get(vocab)
+        return None if key is None else get(key)
+
     rx_bytes, tx_bytes = rate("rx_bytes"), rate("tx_bytes")
     ecn, rx_pkts = rate("ecn_marked"), rate("rx_packets")
-    errors = [by_vocab.get(name) for name in ERROR_VOCABULARY if name in by_vocab]
+    errors = [get(key) for key in error_keys]
     pfc: tuple[PriorityPause, ...] = ()
     if netdev is not None and netdev.rates:
         sig = netdev_signals(netdev) if ethtool is None else ethtool  # per-second, as the raw stats
