@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from netd.detect.feed import DetectFeed, NetdevDeltas
 from netd.detect.inputs import InputPath
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
@@ -14,6 +18,7 @@ from netd.model.snapshot import (
     Snapshot,
     frozen_map,
 )
+from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s
 from netd.series.tracker import SeriesTracker
 
 
@@ -140,3 +145,70 @@ def test_the_pfc_path_fetches_only_what_its_detectors_read() -> None:
     assert tick is not None
     assert tick.priorities[0].rx_discards == stats["rx_prio3_discards"]
     assert tick.priorities[0].rx_pause_transitions == stats["rx_prio3_pause_transition"]
+
+
+def _walk(seed: int, samples: int) -> list[dict[str, dict[str, int]]]:
+    """Per sample, netdev -> statistics: most stay, a few move, some glitch, reset, repeat a held
+    value, or go missing (a statistic, or the whole netdev) for a sample."""
+    rng = random.Random(seed)
+    names = ["rx_prio3_pause", "tx_prio3_pause", "rx_prio3_pause_duration", "rx_prio3_packets", "rx0_packets"]
+    values = {n: {s: rng.randrange(1000) for s in names} for n in ("n0", "n1")}
+    out = []
+    for i in range(samples):
+        snap: dict[str, dict[str, int]] = {}
+        for netdev, stats in values.items():
+            for s in rng.sample(names, 2):
+                stats[s] += rng.randrange(0, 3000)
+            shown = dict(stats)
+            r = rng.random()
+            if r < 0.1:
+                shown[rng.choice(names)] = 10**15  # a glitch, sometimes read twice
+            elif r < 0.2:
+                s = rng.choice(names)
+                stats[s] = shown[s] = rng.randrange(5)  # a reset, often read the same next time
+            elif r < 0.25:
+                shown.pop(rng.choice(names))
+            if not (netdev == "n1" and i % 13 == 7):
+                snap[netdev] = shown
+        out.append(snap)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_deltas_equal_the_counter_model_stepped_per_statistic(seed: int) -> None:
+    """NetdevDeltas (which looks only at statistics that changed or are held) against each relevant
+    statistic stepped through its own CounterTrack every sample, with the feed's rules: no delta for
+    a first reading, a reset or a held reading; a discarded glitch's interval at the rate over both;
+    a netdev or a statistic missing from a sample starts afresh."""
+    d = NetdevDeltas()
+    model: dict[tuple[str, str], CounterTrack] = {}
+    line = {"n0": 100.0, "n1": 100.0}
+    seen_before: set[str] = set()
+    held_twice = 0
+    for snap in _walk(seed, 120):
+        got = d.update({n: EthtoolSample(n, frozen_map(s)) for n, s in snap.items()}, 1.0, line)
+        for key in [k for k in model if k[0] not in snap or k[1] not in snap[k[0]]]:
+            del model[key]
+        for netdev, stats in snap.items():
+            expected: dict[str, float] = {}
+            for name, value in stats.items():
+                if name == "rx0_packets":
+                    continue  # per-ring noise: not relevant
+                track = model.get((netdev, name))
+                if track is None or netdev not in seen_before:
+                    model[(netdev, name)] = CounterTrack(value)
+                    continue
+                was_held = track.held is not None and track.held == value
+                before = track.total
+                kind, rate = track.step(value, 1.0, ceiling_per_s(name, 100.0))
+                held_twice += was_held
+                if kind in (DeltaKind.NORMAL, DeltaKind.WRAP):
+                    expected[name] = float(track.total - before)
+                elif kind is DeltaKind.DISCARDED and rate is not None:
+                    expected[name] = rate
+            if netdev in seen_before:
+                assert got[netdev][1] == expected, netdev
+            else:
+                assert netdev not in got
+        seen_before = set(snap)
+    assert held_twice  # the walk read a held value again: the case only the held list catches

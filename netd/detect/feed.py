@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import operator
 import re
+from itertools import compress
+from operator import ne
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,28 +37,48 @@ _RELEVANT = re.compile(
 )
 
 
+@dataclass(slots=True)
+class _Previous:
+    """A netdev's last sample on one path: its sequence number, the tracks of its relevant statistics,
+    their names and values as read (in order), and which of them the model holds back."""
+
+    seq: int
+    tracks: dict[str, CounterTrack]
+    names: tuple[str, ...]
+    values: tuple[int, ...]
+    held: tuple[str, ...] = ()
+
+
 class NetdevDeltas:
     """Per-netdev deltas between consecutive samples of one path, through the counter model
     (netd.series.counter_model): a statistic that went backwards or jumped beyond what the line rate
     allows gives no delta until the next sample confirms it (then still none for a reset) or
-    discards it (then the delta of this interval at the rate over both)."""
+    discards it (then the delta of this interval at the rate over both).
+
+    A statistic read as in the last sample with nothing held is a zero delta (its track accepted that
+    value), so when a netdev's relevant names are the last sample's, only the statistics whose value
+    differs (one C-level comparison of the two value tuples) and those held go through the model."""
 
     def __init__(self) -> None:
         self._seq = 0
-        self._prev: dict[str, tuple[int, dict[str, CounterTrack]]] = {}
-        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._prev: dict[str, _Previous] = {}
+        self._names: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {}
 
-    def relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
+    def _learn(self, stats: Mapping[str, int]) -> tuple[tuple[str, ...], bool]:
         key = tuple(stats)
-        names = self._names.get(key)
-        if names is None:
+        known = self._names.get(key)
+        if known is None:
             if len(self._names) > 64:  # names change only when PFC is reconfigured
                 self._names.clear()
-            names = self._names[key] = tuple(n for n in key if _RELEVANT.fullmatch(n))
-        return names
+            names = tuple(n for n in key if _RELEVANT.fullmatch(n))
+            known = self._names[key] = (names, any(n.endswith("_pause") for n in names))
+        return known
+
+    def relevant(self, stats: Mapping[str, int]) -> tuple[str, ...]:
+        return self._learn(stats)[0]
 
     def has_pfc(self, stats: Mapping[str, int]) -> bool:
-        return any(n.endswith("_pause") for n in self.relevant(stats))
+        return self._learn(stats)[1]
 
     def update(
         self,
@@ -71,33 +93,59 @@ class NetdevDeltas:
         for netdev, sample in samples.items():
             stats = sample.stats
             names = self.relevant(stats)
+            values = _getter(names)(stats)
             prev = self._prev.get(netdev)
-            if prev is None or prev[0] != self._seq - 1:
-                self._prev[netdev] = (self._seq, {n: CounterTrack(stats[n]) for n in names})
+            if prev is None or prev.seq != self._seq - 1:
+                tracks = {n: CounterTrack(v) for n, v in zip(names, values, strict=True)}
+                self._prev[netdev] = _Previous(self._seq, tracks, names, values)
                 continue
-            tracks = prev[1]
+            tracks = prev.tracks
             gbps = None if line_gbps is None else line_gbps.get(netdev)
-            deltas: dict[str, float] = {}
-            for n in names:
-                track = tracks.get(n)
-                value = stats[n]
-                if track is None:
-                    tracks[n] = CounterTrack(value)
-                    continue
-                if value == track.raw and track.held is None:  # unchanged: zero, no model needed
-                    deltas[n] = 0.0
-                    continue
-                before = track.total
-                kind, rate = track.step(value, dt, ceiling_per_s(n, gbps))
-                if kind in _COUNTABLE:
-                    deltas[n] = float(track.total - before)
-                elif kind is DeltaKind.DISCARDED and rate is not None and dt:
-                    deltas[n] = rate * dt  # a glitch between: this interval's share of both
-            self._prev[netdev] = (self._seq, tracks)
+            if prev.names == names and len(tracks) == len(names):
+                deltas = dict.fromkeys(names, 0.0)
+                todo = {*compress(names, map(ne, values, prev.values)), *prev.held}
+                held = self._step(((n, stats[n]) for n in todo), tracks, deltas, dt, gbps)
+            else:  # other names: a statistic that went missing starts afresh if it returns
+                for gone in tracks.keys() - set(names):
+                    del tracks[gone]
+                deltas = {}
+                held = self._step(zip(names, values, strict=True), tracks, deltas, dt, gbps)
+            self._prev[netdev] = _Previous(self._seq, tracks, names, values, held)
             out[netdev] = (_layout(names), deltas)
-        for gone in [n for n, (seq, _) in self._prev.items() if seq != self._seq]:
+        for gone in [n for n, prev in self._prev.items() if prev.seq != self._seq]:
             del self._prev[gone]
         return out
+
+    @staticmethod
+    def _step(
+        readings: Iterable[tuple[str, int]],
+        tracks: dict[str, CounterTrack],
+        deltas: dict[str, float],
+        dt: float | None,
+        gbps: float | None,
+    ) -> tuple[str, ...]:
+        """Each reading through its track into ``deltas`` (none when unknown); the names held back."""
+        held: list[str] = []
+        for n, value in readings:
+            track = tracks.get(n)
+            if track is None:
+                tracks[n] = CounterTrack(value)
+                deltas.pop(n, None)
+                continue
+            if value == track.raw and track.held is None:  # unchanged: zero, no model needed
+                deltas[n] = 0.0
+                continue
+            before = track.total
+            kind, rate = track.step(value, dt, ceiling_per_s(n, gbps))
+            if kind in _COUNTABLE:
+                deltas[n] = float(track.total - before)
+            elif kind is DeltaKind.DISCARDED and rate is not None and dt:
+                deltas[n] = rate * dt  # a glitch between: this interval's share of both
+            else:
+                deltas.pop(n, None)
+                if kind is DeltaKind.HELD:
+                    held.append(n)
+        return tuple(held)
 
 
 _COUNTABLE = (DeltaKind.NORMAL, DeltaKind.WRAP)
@@ -195,18 +243,35 @@ def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
     # when other counters of the port are held (a device or driver reset shows as every counter
     # going backwards), the wrap is not believed.
     unknown = view.saturated | view.wrapped if view.held else view.saturated
-    # Counters on the slow cadence give no delta: no detector reads them, and their rates span their
-    # own longer read interval (docs/metrics.md, Read cadence).
-    slow = view.sample.slow_counters
-    seen: set[str] = set()
-    for raw, c in view.sample.counters.items():
-        if c.name in seen or raw in slow:
-            continue
-        seen.add(c.name)
-        rate = view.rates.get(raw)
+    counters = view.sample.counters
+    rates = view.rates
+    plan = _delta_plan(tuple(counters), tuple(map(_NAME, counters.values())), view.sample.slow_counters)
+    for name, raw in plan:
+        rate = rates.get(raw)
         if rate is not None and raw not in unknown:
-            out[c.name] = rate * dt
+            out[name] = rate * dt
     return out
+
+
+_NAME = operator.itemgetter(1)  # Counter.name
+
+
+@functools.lru_cache(maxsize=256)
+def _delta_plan(
+    keys: tuple[str, ...], names: tuple[str, ...], slow: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """(vocabulary name, key) of the first counter of each name among a port's counters (keys and
+    names in order), learnt once per counter set. Counters on the slow cadence give no delta: no
+    detector reads them, and their rates span their own longer read interval (docs/metrics.md, Read
+    cadence)."""
+    seen: set[str] = set()
+    plan = []
+    for key, name in zip(keys, names, strict=True):
+        if name in seen or key in slow:
+            continue
+        seen.add(name)
+        plan.append((name, key))
+    return tuple(plan)
 
 
 class DetectFeed:
