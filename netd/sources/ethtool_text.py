@@ -7,6 +7,7 @@ emulated fabric publishes its netdev statistics; the same parser serves both.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -92,6 +93,13 @@ def _split_clean(text: str) -> tuple[list[str], list[str]] | None:
     if not all(map(str.isdigit, values)) or max(map(len, values), default=0) >= _U64_DIGITS:
         return None  # non-decimal, or 20 digits that may exceed 2**64 - 1: let the careful parser judge
     return names, values
+
+
+def _picker(positions: list[int]) -> Callable[[list[str]], tuple[str, ...]]:
+    """A C-level fetch of ``positions`` from a list, always as a tuple (itemgetter of one is not)."""
+    if len(positions) <= 1:
+        return lambda items: tuple(items[i] for i in positions)
+    return operator.itemgetter(*positions)
 
 
 def pick_ethtool_stats(data: bytes, names: tuple[str, ...]) -> dict[str, int] | None:
@@ -196,8 +204,12 @@ class CapturedStatsReader:
         self._replaced: dict[str, int] = {}  # netdev -> size hint, for captures read without keeping
         self.names_reloads = 0  # a capture carries its names with its values: never stale
         self.opens = 0
-        # netdev -> (its capture's names, the positions kept, by which predicate): read_kept's fast path
-        self._layouts: dict[str, tuple[list[str], tuple[int, ...], Callable[[str], bool]]] = {}
+        # netdev -> (its capture's names, a fetch of the kept positions, their names, by which predicate):
+        # read_kept's fast path
+        self._layouts: dict[
+            str,
+            tuple[list[str], Callable[[list[str]], tuple[str, ...]], tuple[str, ...], Callable[[str], bool]],
+        ] = {}
 
     def read(self, netdev: str) -> StatsRead:
         got = self._data(netdev)
@@ -215,15 +227,20 @@ class CapturedStatsReader:
         if split is not None:
             names, values = split
             layout = self._layouts.get(netdev)
-            if layout is None or layout[2] is not keep or layout[0] != names:
+            if layout is None or layout[3] is not keep or layout[0] != names:
                 layout = None
                 if len(set(names)) == len(names):  # duplicates: the careful parser reports them
                     if len(self._layouts) >= 4096:
                         self._layouts.clear()
-                    kept = tuple(i for i, n in enumerate(names) if keep(n))
-                    layout = self._layouts[netdev] = (names, kept, keep)
-            if layout is not None:
-                return StatsRead(frozen_map({names[i]: int(values[i]) for i in layout[1]}))
+                    kept = [i for i, n in enumerate(names) if keep(n)]
+                    layout = self._layouts[netdev] = (
+                        names,
+                        _picker(kept),
+                        tuple(names[i] for i in kept),
+                        keep,
+                    )
+            if layout is not None:  # the kept values fetched and converted at C level
+                return StatsRead(frozen_map(dict(zip(layout[2], map(int, layout[1](values)), strict=True))))
         whole = parse_ethtool_text(text)  # unclean (rare): parsed with reasons, then narrowed
         return whole if whole.stats is None else subset(whole, tuple(filter(keep, whole.stats)))
 
