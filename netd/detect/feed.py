@@ -18,10 +18,10 @@ from __future__ import annotations
 import functools
 import operator
 import re
-from itertools import compress
-from operator import ne
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
 from netd.model.snapshot import EthtoolSample, PortSample, frozen_map

@@ -18,7 +18,6 @@ Definitions (all per second over the last tick):
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import operator
 from collections.abc import Mapping
@@ -28,7 +27,14 @@ from netd.series.tracker import NetdevView, PortView
 from netd.vocabulary.ethtool_names import EthtoolSignals, parse_signals
 from netd.vocabulary.metric_names import ERROR_VOCABULARY
 
-__all__ = ["ERROR_VOCABULARY", "PORT_FIELDS", "PortSignals", "PriorityPause", "netdev_signals", "port_signals"]
+__all__ = [
+    "ERROR_VOCABULARY",
+    "PORT_FIELDS",
+    "PortSignals",
+    "PriorityPause",
+    "netdev_signals",
+    "port_signals",
+]
 
 
 @dataclass(frozen=True, slots=True)

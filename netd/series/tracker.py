@@ -216,7 +216,9 @@ class SeriesTracker:
             of(DeltaKind.HELD),
             of(DeltaKind.WRAP),
         )
-        self._port_last[scope] = _PortLast(keys, values, slow, tick_keys, view.totals, frozenset().union(*flagged.values()))
+        self._port_last[scope] = _PortLast(
+            keys, values, slow, tick_keys, view.totals, frozenset().union(*flagged.values())
+        )
         return view
 
     def _step_counters(

@@ -102,7 +102,7 @@ class _Readings:
     def counters(self, keys: tuple[str, ...]) -> Iterable[tuple[str, Counter]]:
         """(key, Counter) of every file that parsed; ``keys``: the files' keys in order."""
         if not self.redo:
-            return zip(keys, self.parsed)  # type: ignore[arg-type]  # nothing failed: no None
+            return zip(keys, self.parsed, strict=True)  # type: ignore[arg-type]  # nothing failed: no None
         return ((k, c) for k, c in zip(keys, self.parsed, strict=True) if c is not None)
 
 
@@ -343,7 +343,9 @@ class RdmaSysfs:
         parsed: list[Counter | None]
         if last is not None and last.files is files:
             parsed = list(last.parsed)
-            redo: Iterable[int] = sorted({*compress(range(len(files)), map(ne, mine, last.texts)), *last.redo})
+            redo: Iterable[int] = sorted(
+                {*compress(range(len(files)), map(ne, mine, last.texts)), *last.redo}
+            )
         else:
             parsed = [None] * len(files)
             redo = range(len(files))
