@@ -205,7 +205,7 @@ class RdmaSysfs:
             del self._slow_errors[path]
 
     def _read_device(self, name: str, now: float) -> list[PortSample]:
-        dev_dir = self._root / name
+        dev_dir = f"{self._root}/{name}"  # a string: a Path built per device and tick cost more than its stat
         identity = stat_identity(dev_dir)
         if identity is None:  # vanished since the listdir
             self._forget(name)
@@ -218,7 +218,7 @@ class RdmaSysfs:
         if layout is None or now - layout.scanned_at >= self._rescan:
             self._forget_readings(f"{dev_dir}/")  # files the new layout no longer has
             self._slow_at.pop(name, None)  # nothing to carry over: read every counter now
-            layout = self._layouts[name] = self._scan(name, dev_dir, identity, now)
+            layout = self._layouts[name] = self._scan(name, Path(dev_dir), identity, now)
         slow_at = self._slow_at.get(name)
         slow = slow_at is None or now - slow_at >= self._slow * (1 - _SLOW_EARLY)
         if slow:

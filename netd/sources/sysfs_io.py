@@ -142,7 +142,7 @@ def list_dir(path: Path, source: str = "sysfs") -> list[str]:
         return []
 
 
-def stat_identity(path: Path) -> tuple[int, int, int] | None:
+def stat_identity(path: str | Path) -> tuple[int, int, int] | None:
     """(st_dev, st_ino, st_ctime_ns) of a path, following symlinks; None when it does not exist.
 
     ctime is part of the identity because ext4 (where fake trees live) reuses a deleted
