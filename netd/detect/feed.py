@@ -244,11 +244,14 @@ def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
     # going backwards), the wrap is not believed.
     unknown = view.saturated | view.wrapped if view.held else view.saturated
     counters = view.sample.counters
-    rates = view.rates
-    plan = _delta_plan(tuple(counters), tuple(map(_NAME, counters.values())), view.sample.slow_counters)
-    for name, raw in plan:
-        rate = rates.get(raw)
-        if rate is not None and raw not in unknown:
+    names, keys = _delta_plan(
+        tuple(counters), tuple(map(_NAME, counters.values())), view.sample.slow_counters
+    )
+    rates = map(view.rates.get, keys)
+    if not unknown:
+        return {name: rate * dt for name, rate in zip(names, rates, strict=True) if rate is not None}
+    for name, key, rate in zip(names, keys, rates, strict=True):
+        if rate is not None and key not in unknown:
             out[name] = rate * dt
     return out
 
@@ -259,19 +262,19 @@ _NAME = operator.itemgetter(1)  # Counter.name
 @functools.lru_cache(maxsize=256)
 def _delta_plan(
     keys: tuple[str, ...], names: tuple[str, ...], slow: frozenset[str]
-) -> tuple[tuple[str, str], ...]:
-    """(vocabulary name, key) of the first counter of each name among a port's counters (keys and
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(vocabulary names, keys) of the first counter of each name among a port's counters (keys and
     names in order), learnt once per counter set. Counters on the slow cadence give no delta: no
     detector reads them, and their rates span their own longer read interval (docs/metrics.md, Read
     cadence)."""
     seen: set[str] = set()
-    plan = []
+    plan: list[tuple[str, str]] = []
     for key, name in zip(keys, names, strict=True):
         if name in seen or key in slow:
             continue
         seen.add(name)
         plan.append((name, key))
-    return tuple(plan)
+    return tuple(n for n, _ in plan), tuple(k for _, k in plan)
 
 
 class DetectFeed:
