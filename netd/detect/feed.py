@@ -24,9 +24,10 @@ from itertools import compress
 from operator import ne
 
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
+from netd.detect.port_deltas import counter_deltas
 from netd.model.snapshot import EthtoolSample, PortSample, frozen_map
 from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s
-from netd.series.tracker import Observation, PortView
+from netd.series.tracker import Observation
 from netd.vocabulary.ethtool_names import NETDEV_SCALARS, parse_signals
 
 __all__ = ["DetectFeed", "NETDEV_SCALARS", "NetdevDeltas"]
@@ -232,51 +233,6 @@ def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], tuple[int, 
     return operator.itemgetter(*names)
 
 
-def _counter_deltas(view: PortView, dt: float | None) -> dict[str, float]:
-    """Vocabulary name -> delta; first reading per name wins (PMA before hw_counters). Counters
-    without a known rate (saturated, held back by the counter model) are left out, and so is every
-    wrap on a port where another counter went backwards in the same tick."""
-    out: dict[str, float] = {}
-    if dt is None:
-        return out
-    # A 32-bit q-counter that restarted from high up is indistinguishable from a wrap on its own;
-    # when other counters of the port are held (a device or driver reset shows as every counter
-    # going backwards), the wrap is not believed.
-    unknown = view.saturated | view.wrapped if view.held else view.saturated
-    counters = view.sample.counters
-    names, keys = _delta_plan(
-        tuple(counters), tuple(map(_NAME, counters.values())), view.sample.slow_counters
-    )
-    rates = map(view.rates.get, keys)
-    if not unknown:
-        return {name: rate * dt for name, rate in zip(names, rates, strict=True) if rate is not None}
-    for name, key, rate in zip(names, keys, rates, strict=True):
-        if rate is not None and key not in unknown:
-            out[name] = rate * dt
-    return out
-
-
-_NAME = operator.itemgetter(1)  # Counter.name
-
-
-@functools.lru_cache(maxsize=256)
-def _delta_plan(
-    keys: tuple[str, ...], names: tuple[str, ...], slow: frozenset[str]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(vocabulary names, keys) of the first counter of each name among a port's counters (keys and
-    names in order), learnt once per counter set. Counters on the slow cadence give no delta: no
-    detector reads them, and their rates span their own longer read interval (docs/metrics.md, Read
-    cadence)."""
-    seen: set[str] = set()
-    plan: list[tuple[str, str]] = []
-    for key, name in zip(keys, names, strict=True):
-        if name in seen or key in slow:
-            continue
-        seen.add(name)
-        plan.append((name, key))
-    return tuple(n for n, _ in plan), tuple(k for _, k in plan)
-
-
 class DetectFeed:
     def __init__(self) -> None:
         self._tick = NetdevDeltas()
@@ -343,7 +299,7 @@ class DetectFeed:
                     state=p.state,
                     phys_state=p.phys_state,
                     rate_gbps=p.rate_gbps,
-                    counters=frozen_map(_counter_deltas(v, obs.interval_s)),
+                    counters=frozen_map(counter_deltas(v, obs.interval_s)),
                     netdev_counters=frozen_map({n: eth[n] for n in NETDEV_SCALARS if n in eth}),
                     priorities=prios,
                     storm_warning_events=warn,

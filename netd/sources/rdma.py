@@ -33,7 +33,7 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
-from netd.sources.rdma_layout import gid_types, list_counters, port_netdev
+from netd.sources.rdma_layout import directory_runs, gid_types, list_counters, port_netdev
 from netd.sources.rdma_values import parse_counter, parse_rate, parse_state, rate_problem, rate_value
 from netd.sources.sysfs_io import (
     DEFAULT_MAX_DIRS,
@@ -279,9 +279,11 @@ class RdmaSysfs:
             gid_types=gid_types(port_dir),
             files=tuple(every),
             # the attributes last, in the port directory's run: one batched read a port each tick
-            groups=_groups(str(port_dir), (*(f.path for f in every), *(f"{port_dir}/{a}" for a in _ATTRS))),
+            groups=directory_runs(
+                str(port_dir), (*(f.path for f in every), *(f"{port_dir}/{a}" for a in _ATTRS))
+            ),
             slow_files=tuple(slow),
-            slow_groups=_groups(str(port_dir), tuple(f.path for f in slow)),
+            slow_groups=directory_runs(str(port_dir), tuple(f.path for f in slow)),
             slow_keys=frozenset(f.key for f in slow),
             keys_in_order=tuple(f.key for f in every),
             slow_keys_in_order=tuple(f.key for f in slow),
@@ -398,22 +400,3 @@ def _counter(f: _File, value: int) -> Counter:
         # (64-bit data without unicast/multicast files) or q-counters summed over bound QPs.
         spec = CounterSpec(spec.name, 64, Overflow.WRAP, spec.scale)
     return Counter(f.raw_name, spec.name, f.group, value * spec.scale, spec.width, spec.overflow, spec.scale)
-
-
-def _groups(port_dir: str, paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """Consecutive paths of one directory as (directory, names), in order. Files under the port's
-    directory are named from it (``counters/<name>``, ``hw_counters/<name>``): one kept directory
-    descriptor a port serves both groups and the port's attributes, so 16 ports fit the directory
-    budget (two directories a port did not, and the rest were opened by their full path)."""
-    out: list[tuple[str, list[str]]] = []
-    prefix = f"{port_dir}/"
-    for path in paths:
-        if path.startswith(prefix):
-            head, name = port_dir, path[len(prefix) :]
-        else:  # hw_counters of the device (single-port switchdev mlx5)
-            head, _, name = path.rpartition("/")
-        if out and out[-1][0] == head:
-            out[-1][1].append(name)
-        else:
-            out.append((head, [name]))
-    return tuple((head, tuple(names)) for head, names in out)

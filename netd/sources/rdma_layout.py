@@ -1,6 +1,7 @@
 """What an RDMA port's directory says once per layout scan (netd.sources.rdma rescans it every
 ``rescan_interval_s`` or when the device changes identity, never per tick): its counter listings, its
-netdev and its GID types. Absent files are absent under :mod:`netd.sources.sysfs_io`'s errno policy."""
+netdev and its GID types, and how its files group into one batched read a directory. Absent files are
+absent under :mod:`netd.sources.sysfs_io`'s errno policy."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from netd.sources.sysfs_io import list_dir, read_text
 
-__all__ = ["gid_types", "list_counters", "port_netdev"]
+__all__ = ["directory_runs", "gid_types", "list_counters", "port_netdev"]
 
 _SOURCE = "rdma"
 
@@ -55,3 +56,22 @@ def gid_types(port_dir: Path) -> tuple[str, ...]:
     types = port_dir / "gid_attrs" / "types"
     found = {read_text(types / i, _SOURCE) for i in _indices(types)}
     return tuple(sorted(t for t in found if t))
+
+
+def directory_runs(port_dir: str, paths: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Consecutive paths of one directory as (directory, names), in order. Files under the port's
+    directory are named from it (``counters/<name>``, ``hw_counters/<name>``): one kept directory
+    descriptor a port serves both groups and the port's attributes, so 16 ports fit the directory
+    budget (two directories a port did not, and the rest were opened by their full path)."""
+    out: list[tuple[str, list[str]]] = []
+    prefix = f"{port_dir}/"
+    for path in paths:
+        if path.startswith(prefix):
+            head, name = port_dir, path[len(prefix) :]
+        else:  # hw_counters of the device (single-port switchdev mlx5)
+            head, _, name = path.rpartition("/")
+        if out and out[-1][0] == head:
+            out[-1][1].append(name)
+        else:
+            out.append((head, [name]))
+    return tuple((head, tuple(names)) for head, names in out)
