@@ -16,16 +16,15 @@ detectors themselves may not import (docs/architecture.md, Layers). Two things i
 from __future__ import annotations
 
 import functools
-import operator
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 
 from netd.detect.inputs import DetectInput, InputPath, LinkChange, PortInput, PriorityCounters
 from netd.detect.port_deltas import counter_deltas
-from netd.model.snapshot import EthtoolSample, PortSample, frozen_map
+from netd.model.snapshot import EthtoolSample, PortSample, frozen_map, tuple_getter
 from netd.series.counter_model import CounterTrack, DeltaKind, ceiling_per_s
 from netd.series.tracker import Observation
 from netd.vocabulary.ethtool_names import NETDEV_SCALARS, parse_signals
@@ -225,12 +224,7 @@ def _layout(names: tuple[str, ...]) -> _Layout:
 _NONE = _Layout((), None, None)
 
 
-@functools.lru_cache(maxsize=64)
-def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], tuple[int, ...]]:
-    """A C-level fetch of ``names`` from a mapping, always as a tuple (itemgetter of one name is not)."""
-    if len(names) <= 1:
-        return lambda stats: tuple(stats[n] for n in names)
-    return operator.itemgetter(*names)
+_getter = functools.lru_cache(maxsize=64)(tuple_getter)  # per name set: built once, not per sample
 
 
 class DetectFeed:

@@ -12,7 +12,8 @@ mapping, or ``None``), never zero: zero is a measurement.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -29,12 +30,22 @@ __all__ = [
     "Snapshot",
     "SourceStatus",
     "frozen_map",
+    "tuple_getter",
 ]
 
 
 def frozen_map(items: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     """A read-only view of a fresh dict, so a frozen dataclass stays immutable in fact."""
     return MappingProxyType(dict(items or {}))
+
+
+def tuple_getter(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """A C-level fetch of ``keys`` (names from a mapping, positions from a list), always as a tuple
+    (``operator.itemgetter`` of one key returns the item itself): how the hot paths pick the few
+    readings they need out of many."""
+    if len(keys) <= 1:
+        return lambda items: tuple(items[k] for k in keys)
+    return operator.itemgetter(*keys)
 
 
 class Overflow(enum.Enum):

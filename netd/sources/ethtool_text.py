@@ -7,14 +7,14 @@ emulated fabric publishes its netdev statistics; the same parser serves both.
 from __future__ import annotations
 
 import functools
-import operator
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from netd.errors import SourceError
-from netd.model.snapshot import frozen_map
+from netd.model.snapshot import frozen_map, tuple_getter
 from netd.sources.ethtool_read import ETH_GSTRING_LEN, StatsRead, invalid_netdev_name, ordered_stats, subset
 from netd.sources.sysfs_io import ABSENT_ERRNOS, READ_FLAGS
 
@@ -93,13 +93,6 @@ def _split_clean(text: str) -> tuple[list[str], list[str]] | None:
     if not all(map(str.isdigit, values)) or max(map(len, values), default=0) >= _U64_DIGITS:
         return None  # non-decimal, or 20 digits that may exceed 2**64 - 1: let the careful parser judge
     return names, values
-
-
-def _picker(positions: list[int]) -> Callable[[list[str]], tuple[str, ...]]:
-    """A C-level fetch of ``positions`` from a list, always as a tuple (itemgetter of one is not)."""
-    if len(positions) <= 1:
-        return lambda items: tuple(items[i] for i in positions)
-    return operator.itemgetter(*positions)
 
 
 def pick_ethtool_stats(data: bytes, names: tuple[str, ...]) -> dict[str, int] | None:
@@ -208,7 +201,7 @@ class CapturedStatsReader:
         # read_kept's fast path
         self._layouts: dict[
             str,
-            tuple[list[str], Callable[[list[str]], tuple[str, ...]], tuple[str, ...], Callable[[str], bool]],
+            tuple[list[str], Callable[[Any], tuple[Any, ...]], tuple[str, ...], Callable[[str], bool]],
         ] = {}
 
     def read(self, netdev: str) -> StatsRead:
@@ -235,7 +228,7 @@ class CapturedStatsReader:
                     kept = [i for i, n in enumerate(names) if keep(n)]
                     layout = self._layouts[netdev] = (
                         names,
-                        _picker(kept),
+                        tuple_getter(kept),
                         tuple(names[i] for i in kept),
                         keep,
                     )
