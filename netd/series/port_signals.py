@@ -22,7 +22,9 @@ import functools
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
+from netd.model.snapshot import Counter
 from netd.series.tracker import NetdevView, PortView
 from netd.vocabulary.ethtool_names import EthtoolSignals, parse_signals
 from netd.vocabulary.metric_names import ERROR_VOCABULARY
@@ -32,6 +34,7 @@ __all__ = [
     "PORT_FIELDS",
     "PortSignals",
     "PriorityPause",
+    "first_keys",
     "netdev_signals",
     "port_signals",
 ]
@@ -111,18 +114,30 @@ def netdev_signals(netdev: NetdevView) -> EthtoolSignals:
 
 _NAME = operator.itemgetter(1)  # Counter.name
 
+_NOTHING: frozenset[str] = frozenset()
+
+
+def first_keys(counters: Mapping[str, Counter], skip: frozenset[str] = _NOTHING) -> Mapping[str, str]:
+    """Vocabulary name -> the key of the first of a port's counters with that name (PMA before
+    hw_counters, as :meth:`PortView.rate` answers), leaving out the keys in ``skip``; learnt once per
+    counter set, not walked for every port on every tick."""
+    return _first_keys(tuple(counters), tuple(map(_NAME, counters.values())), skip)
+
 
 @functools.lru_cache(maxsize=256)
-def _port_plan(keys: tuple[str, ...], names: tuple[str, ...]) -> tuple[Mapping[str, str], tuple[str, ...]]:
-    """Of a port's counters (keys and vocabulary names, in order): the key of the first counter of
-    each name, and the keys of the last counter of each error name (in ERROR_VOCABULARY's order).
-    Learnt once per counter set, not walked for every port on every tick."""
+def _first_keys(keys: tuple[str, ...], names: tuple[str, ...], skip: frozenset[str]) -> Mapping[str, str]:
     first: dict[str, str] = {}
-    last: dict[str, str] = {}
     for key, name in zip(keys, names, strict=True):
-        first.setdefault(name, key)
-        last[name] = key
-    return first, tuple(last[name] for name in ERROR_VOCABULARY if name in last)
+        if key not in skip:
+            first.setdefault(name, key)
+    return MappingProxyType(first)
+
+
+@functools.lru_cache(maxsize=256)
+def _error_keys(keys: tuple[str, ...], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys of the last of a port's counters of each error name, in ERROR_VOCABULARY's order."""
+    last = dict(zip(names, keys, strict=True))
+    return tuple(last[name] for name in ERROR_VOCABULARY if name in last)
 
 
 def port_signals(
@@ -133,7 +148,8 @@ def port_signals(
         return PortSignals()
     rates = view.rates
     counters = view.sample.counters
-    first, error_keys = _port_plan(tuple(counters), tuple(map(_NAME, counters.values())))
+    keys, names = tuple(counters), tuple(map(_NAME, counters.values()))
+    first, error_keys = _first_keys(keys, names, _NOTHING), _error_keys(keys, names)
     get = rates.get
 
     def rate(vocab: str) -> float | None:  # the first counter of the name, as PortView.rate() answers
