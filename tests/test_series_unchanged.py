@@ -97,40 +97,77 @@ SPECS = [
 ]
 
 
-@pytest.mark.parametrize("reuse", [False, True], ids=["new-readings", "reused-readings"])
-@pytest.mark.parametrize("seed", [4, 5, 6])
-def test_port_views_equal_the_counter_model_stepped_per_counter(seed: int, reuse: bool) -> None:
-    """``reuse``: a counter that reads as at the last tick is the very Counter of the last tick, as
-    the RDMA source hands it over (the tracker's identity shortcut); else a new one every tick."""
+def _port_walk(seed: int, ticks: int, slow_every: int = 0) -> list[tuple[dict[str, int], bool]]:
+    """Per tick: the readings of a port's counters (a few move; a glitch, a reset often read the same
+    next time, a saturating counter stuck at all-ones) and whether the slow-cadence ones were read
+    (every ``slow_every`` ticks, in between they stand as last read; 0: every tick)."""
     rng = random.Random(seed)
-    tracker = SeriesTracker()
-    model: dict[str, CounterTrack] = {}
     values = {name: rng.randrange(100) for name, _, _ in SPECS}
-    last: dict[str, Counter] = {}
-    for tick in range(80):
-        t = float(tick)
-        for name in rng.sample(list(values), 1):
-            values[name] += rng.randrange(1, 1000)
+    shown_slow: dict[str, int] = {}
+    out = []
+    for tick in range(ticks):
+        for name in rng.sample(list(values), 2):
+            values[name] += rng.randrange(0, 800)
         shown = dict(values)
         r = rng.random()
         if r < 0.1:
             shown[rng.choice(list(values))] = 2**50  # a glitch
         elif r < 0.2:
             name = rng.choice(list(values))
-            values[name] = shown[name] = rng.randrange(3)  # a reset, often followed by the same value
-        elif r < 0.25:
+            values[name] = shown[name] = rng.randrange(3)  # a reset
+        elif r < 0.3:
             values["symbol_error"] = shown["symbol_error"] = 2**16 - 1  # stuck at all-ones
-        counters = {
-            name: Counter(name, name, CounterGroup.PMA, min(shown[name], 2**width - 1), width, overflow)
-            for name, width, overflow in SPECS
-        }
-        if reuse:
-            counters = {n: last[n] if n in last and last[n] == c else c for n, c in counters.items()}
-            last = counters
-        port = PortSample(
-            "mlx5_0", 1, None, "Ethernet", "ACTIVE", "LinkUp", 100.0, counters=frozen_map(counters)
-        )
-        view = tracker.update(Snapshot(timestamp=1e9 + t, monotonic=t, host="h", ports=(port,))).ports[0]
+        slow_read = not slow_every or tick % slow_every == 0
+        if slow_every and slow_read:
+            shown_slow = {n: shown[n] for n in _SLOW}
+        out.append(({**shown, **shown_slow}, slow_read))
+    return out
+
+
+_SLOW = frozenset({"symbol_error", "np_cnp_sent"})
+
+
+def _readings(shown: dict[str, int], last: dict[str, Counter] | None = None) -> dict[str, Counter]:
+    """The port's Counters as read; with ``last``, a reading equal to its last is the very Counter of
+    the last tick, as the RDMA source hands it over (the tracker's identity shortcut)."""
+    made = {
+        name: Counter(name, name, CounterGroup.PMA, min(shown[name], 2**width - 1), width, overflow)
+        for name, width, overflow in SPECS
+    }
+    if last is None:
+        return made
+    return {n: last[n] if n in last and last[n] == c else c for n, c in made.items()}
+
+
+def _port(counters: dict[str, Counter], slow: bool = False, slow_read: bool = True) -> PortSample:
+    return PortSample(
+        "mlx5_0",
+        1,
+        None,
+        "Ethernet",
+        "ACTIVE",
+        "LinkUp",
+        100.0,
+        counters=frozen_map(counters),
+        slow_counters=_SLOW if slow else frozenset(),
+        slow_read=slow_read,
+    )
+
+
+@pytest.mark.parametrize("reuse", [False, True], ids=["new-readings", "reused-readings"])
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_port_views_equal_the_counter_model_stepped_per_counter(seed: int, reuse: bool) -> None:
+    """``reuse``: a counter that reads as at the last tick is the very Counter of the last tick (the
+    tracker's identity shortcut); else a new one every tick."""
+    tracker = SeriesTracker()
+    model: dict[str, CounterTrack] = {}
+    last: dict[str, Counter] = {}
+    for tick, (shown, _) in enumerate(_port_walk(seed, 80)):
+        t = float(tick)
+        counters = _readings(shown, last if reuse else None)
+        last = counters
+        snap = Snapshot(timestamp=1e9 + t, monotonic=t, host="h", ports=(_port(counters),))
+        view = tracker.update(snap).ports[0]
         rates: dict[str, float] = {}
         saturated, held = set(), set()
         for name, c in counters.items():
@@ -151,35 +188,6 @@ def test_port_views_equal_the_counter_model_stepped_per_counter(seed: int, reuse
         assert (dict(view.rates), view.saturated, view.held) == (rates, saturated, held), tick
 
 
-def _slow_walk(seed: int, ticks: int) -> list[tuple[dict[str, int], bool]]:
-    """Per tick: the readings of a port with per-tick and slow-cadence counters, and whether the
-    slow ones were read (every fifth tick; in between they stand as last read)."""
-    rng = random.Random(seed)
-    values = {name: rng.randrange(100) for name, _, _ in SPECS}
-    shown_slow: dict[str, int] = {}
-    out = []
-    for tick in range(ticks):
-        for name in rng.sample(list(values), 2):
-            values[name] += rng.randrange(0, 800)
-        shown = dict(values)
-        r = rng.random()
-        if r < 0.1:
-            shown[rng.choice(list(values))] = 2**50  # a glitch
-        elif r < 0.2:
-            name = rng.choice(list(values))
-            values[name] = shown[name] = rng.randrange(3)  # a reset
-        elif r < 0.3:
-            values["symbol_error"] = shown["symbol_error"] = 2**16 - 1
-        slow_read = tick % 5 == 0
-        if slow_read:
-            shown_slow = {n: shown[n] for n in _SLOW}
-        out.append(({**shown, **shown_slow}, slow_read))
-    return out
-
-
-_SLOW = frozenset({"symbol_error", "np_cnp_sent"})
-
-
 @pytest.mark.parametrize("seed", [7, 8, 9, 10])
 def test_reused_port_readings_give_the_views_of_new_ones_with_slow_counters(seed: int) -> None:
     """Two trackers, one fed the last tick's Counter objects for unchanged readings (as the RDMA
@@ -189,28 +197,12 @@ def test_reused_port_readings_give_the_views_of_new_ones_with_slow_counters(seed
     reused, fresh = SeriesTracker(), SeriesTracker()
     last: dict[str, Counter] = {}
     monotonic = 0.0
-    for tick, (shown, slow_read) in enumerate(_slow_walk(seed, 90)):
+    for tick, (shown, slow_read) in enumerate(_port_walk(seed, 90, slow_every=5)):
         monotonic += 0.0 if tick == 40 else 1.0  # the same monotonic twice: no interval
-        made = {
-            name: Counter(name, name, CounterGroup.PMA, min(shown[name], 2**width - 1), width, overflow)
-            for name, width, overflow in SPECS
-        }
-        same = {n: last[n] if n in last and last[n] == c else c for n, c in made.items()}
-        last = same
+        last = _readings(shown, last)
         views = []
-        for tracker, counters in ((reused, same), (fresh, dict(made))):
-            port = PortSample(
-                "mlx5_0",
-                1,
-                None,
-                "Ethernet",
-                "ACTIVE",
-                "LinkUp",
-                100.0,
-                counters=frozen_map(counters),
-                slow_counters=_SLOW,
-                slow_read=slow_read,
-            )
+        for tracker, counters in ((reused, last), (fresh, _readings(shown))):
+            port = _port(counters, slow=True, slow_read=slow_read)
             snap = Snapshot(timestamp=1e9 + monotonic, monotonic=monotonic, host="h", ports=(port,))
             views.append(tracker.update(snap).ports[0])
         a, b = views
