@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("bcc")
 
+from netd.model.bpf import BpfSample, TcpEndpoint
 from netd.sources.bpf import BpfSettings
 from netd.sources.bpf_bcc import BccBpfSource
 from netd.sources.bpf_probes import RDMA_TRACEPOINTS, plan_rdma, probe_environment
@@ -69,6 +70,11 @@ def _sent_retransmissions(lab: VethPair) -> int:
     return segs - _snmp(lab, "/proc/net/netstat", "TcpExt:", "TCPRetransFail")
 
 
+def _endpoint(sample: BpfSample, address: str, port: int) -> TcpEndpoint:
+    (endpoint,) = [e for e in sample.tcp_endpoints if e.address == address and e.port == port]
+    return endpoint
+
+
 def _attached(sources: dict[str, BccBpfSource]) -> dict[str, BccBpfSource]:
     return {m: s for m, s in sources.items() if s.states["tcp_retransmits"].attached}
 
@@ -104,10 +110,18 @@ def test_retransmissions_per_endpoint_match_the_kernel(sources: dict[str, BccBpf
                 retrans = _sent_retransmissions(lab) - before
                 source.scan()
                 sample = source.read()
-                if _sent_retransmissions(lab) - before == retrans:
-                    break
-                time.sleep(0.1)
-            (endpoint,) = [e for e in sample.tcp_endpoints if e.address == lab.ip_b and e.port == port]
+                if _sent_retransmissions(lab) - before != retrans:
+                    time.sleep(0.1)
+                    continue
+                # __tcp_retransmit_skb counts RetransSegs before it transmits and fires the tracepoint
+                # after: a retransmission in flight on another CPU (a preempted softirq, under load)
+                # is in the kernel's count a moment before netd's. Read netd again once it has landed;
+                # a miscount never lands, and fails below.
+                if _endpoint(sample, lab.ip_b, port).retransmits != retrans:
+                    time.sleep(0.1)
+                    continue
+                break
+            endpoint = _endpoint(sample, lab.ip_b, port)
             assert (endpoint.retransmits, endpoint.family, endpoint.state) == (
                 retrans,
                 "ipv4",
