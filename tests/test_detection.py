@@ -184,18 +184,21 @@ class CostlyNic(Nic):
         return super().read(names)
 
 
-# (calm sample cost s, budget) -> the calm interval: cost / budget, within [fast_calm_interval, 1 s]
+# (calm sample cost s, budget, tick interval s) -> the calm interval: cost / budget, within
+# [fast_calm_interval, min(1 s, half the tick interval)]
 BUDGET_CASES = [
-    (0.0005, 0.01, 0.1),  # 0.5 ms at 0.1 s is 0.5 % of a core: within the budget
-    (0.001, 0.01, 0.1),  # exactly the budget
-    (0.002, 0.01, 0.2),  # 2 ms: every 0.2 s keeps it at 1 %
-    (0.002, 0.005, 0.4),
-    (0.05, 0.01, 1.0),  # a very slow read: a sample a second at most
-    (0.05, 0.0, 0.1),  # no budget
+    (0.0005, 0.01, 1.0, 0.1),  # 0.5 ms at 0.1 s is 0.5 % of a core: within the budget
+    (0.001, 0.01, 1.0, 0.1),  # exactly the budget
+    (0.002, 0.01, 1.0, 0.2),  # 2 ms: every 0.2 s keeps it at 1 %
+    (0.002, 0.005, 1.0, 0.4),
+    (0.05, 0.01, 1.0, 0.5),  # a very slow read: still one calm sample between two ticks
+    (0.05, 0.01, 10.0, 1.0),  # with slow ticks, a calm sample a second at most
+    (0.007, 0.01, 10.0, 0.7),
+    (0.05, 0.0, 1.0, 0.1),  # no budget
 ]
 
 
-def _budgeted(**detect: float) -> tuple[Detection, CostlyNic, list[float]]:
+def _budgeted(tick_s: float = 1.0, **detect: float) -> tuple[Detection, CostlyNic, list[float]]:
     """A detection whose fast path reads a CostlyNic on a driven clock, after one tick; and the clock."""
     now = [0.0]
     nic, tracker = CostlyNic(), SeriesTracker()
@@ -209,14 +212,17 @@ def _budgeted(**detect: float) -> tuple[Detection, CostlyNic, list[float]]:
         clock=lambda: now[0],
         wall=lambda: 1e9 + now[0],
         cpu_clock=lambda: nic.cpu,
+        tick_interval_s=tick_s,
     )
     det.on_observation(observe(tracker, nic, 0.0))
     return det, nic, now
 
 
-@pytest.mark.parametrize(("cost", "budget", "calm"), BUDGET_CASES)
-def test_calm_cadence_stretches_to_the_cpu_budget(cost: float, budget: float, calm: float) -> None:
-    det, nic, now = _budgeted(fast_calm_cpu_budget=budget)
+@pytest.mark.parametrize(("cost", "budget", "tick_s", "calm"), BUDGET_CASES)
+def test_calm_cadence_stretches_to_the_cpu_budget(
+    cost: float, budget: float, tick_s: float, calm: float
+) -> None:
+    det, nic, now = _budgeted(tick_s, fast_calm_cpu_budget=budget)
     assert det.fast_interval_s == 0.1  # nothing measured yet
     nic.cost = cost
     for _ in range(3):
@@ -248,6 +254,37 @@ def test_the_budget_follows_a_changed_cost_gradually() -> None:
         now[0] += det.fast_interval_s
         det.take_fast_sample()
     assert det.fast_interval_s == 0.1  # cheap again: the configured calm interval
+
+
+def test_one_slow_calm_sample_does_not_turn_the_fast_path_off() -> None:
+    """A first calm sample that costs 20 ms (a cold start, a busy moment) stretches the calm cadence,
+    but the loop, which leaves the last slot before a tick to the tick, still takes a calm sample
+    between every two ticks: cheap samples bring the cadence back to fast_calm_interval. (Stretched
+    to 1 s, no calm sample was ever taken again, and the fast path stayed off for good.)"""
+    det, nic, now = _budgeted()  # the default budget, 1 s ticks
+    tracker = SeriesTracker()
+    det.on_observation(observe(tracker, nic, 0.0))
+    costs = iter([0.02])
+
+    def sample() -> None:
+        nic.cost = next(costs, 0.0002)
+        det.take_fast_sample()
+        taken.append(now[0])
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            now[0] += timeout or 0.0
+            return False
+
+    per_tick = []
+    for k in range(1, 16):
+        taken: list[float] = []
+        wait_running_fast_path(float(k), lambda: det.fast_interval_s, Clock(), lambda: now[0], sample)
+        per_tick.append(len(taken))
+        det.on_observation(observe(tracker, nic, now[0]))
+        now[0] += 0.01  # the tick's own work
+    assert per_tick[0] >= 1 and min(per_tick) >= 1  # a calm sample between every two ticks
+    assert det.fast_interval_s == 0.1 and per_tick[-1] == 9  # cheap again: the configured cadence
 
 
 def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:

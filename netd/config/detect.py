@@ -57,7 +57,8 @@ class DetectConfig(BaseModel):
     fast_calm_interval: float = Field(0.1, ge=0, le=1.0, description="seconds")
     # What calm samples may cost, as a fraction of one core: when a calm sample's measured CPU time
     # (an average) would exceed it at fast_calm_interval, the calm interval stretches until it fits
-    # (at most 1 s). A netdev of ~600 statistics (a many-channel mlx5) costs ~0.14 ms of CPU a read,
+    # (at most 1 s, and at most half the tick interval: a calm sample between two ticks keeps
+    # measuring the cost). A netdev of ~600 statistics (a many-channel mlx5) costs ~0.14 ms of CPU a read,
     # before firmware time: docs/detection.md. 0 = no budget.
     fast_calm_cpu_budget: float = Field(0.01, ge=0, le=1.0, description="fraction of one core")
     fast_linger: float = Field(2.0, ge=0, le=60, description="seconds")

@@ -53,9 +53,10 @@ log = logging.getLogger("netd.anomalies")
 # The earliest a sample that could confirm a storm's onset is taken, as a fraction of fast_interval:
 # shorter samples would mostly measure the loop's own jitter.
 _CONFIRM_FLOOR = 0.25
-# The calm cadence under [detect] fast_calm_cpu_budget: the longest it stretches to, and how much a
-# new calm sample's cost moves the average it is judged by (a cold sample now and then must not
-# swing the cadence; a NIC that became expensive to read is followed within a few samples).
+# The calm cadence under [detect] fast_calm_cpu_budget: the longest it stretches to (and at most half
+# the tick interval: see Detection._budgeted), and how much a new calm sample's cost moves the
+# average it is judged by (a cold sample now and then must not swing the cadence; a NIC that became
+# expensive to read is followed within a few samples).
 _CALM_CEILING_S = 1.0
 _CALM_COST_WEIGHT = 0.2
 
@@ -98,8 +99,10 @@ class Detection:
         listener: Callable[[FindingEvent], None] | None = None,
         cpu_clock: Callable[[], float] = time.thread_time,
         pfc_probe: PfcReader | None = None,
+        tick_interval_s: float = 1.0,
     ) -> None:
         self.cfg = cfg
+        self.tick_interval_s = tick_interval_s  # the daemon's: bounds how far the calm cadence stretches
         self.engine = DetectionEngine(cfg, host)
         self.feed = DetectFeed()
         self.feed.host = host
@@ -145,12 +148,20 @@ class Detection:
         return fast if self._clock() < self._active_until else self._budgeted(calm)
 
     def _budgeted(self, calm: float) -> float:
-        """The calm interval at which calm samples cost at most the budget (never shorter than
-        configured, never over a second)."""
+        """The calm interval at which calm samples cost at most the budget: never shorter than
+        configured, never over a second nor over half the tick interval.
+
+        Why half: the loop leaves the last slot before a tick to the tick (wait_running_fast_path
+        takes a sample only when it falls at least half an interval before the tick), so an
+        interval over two thirds of the tick's would take no calm sample at all. The cost would
+        then never be measured again, and one slow sample (a cold start, a busy moment) would turn
+        the fast path off for the daemon's life. At half the tick interval one calm sample still
+        falls between two ticks and keeps the average honest."""
         budget, cost = self.cfg.fast_calm_cpu_budget, self._calm_cost
         if budget <= 0 or cost is None or cost <= calm * budget:
             return calm
-        return min(cost / budget, _CALM_CEILING_S)  # fast_calm_interval is at most 1 s too
+        ceiling = max(calm, min(_CALM_CEILING_S, self.tick_interval_s / 2))
+        return min(cost / budget, ceiling)
 
     def state(self) -> AnomalyState:
         st = self._state
@@ -351,7 +362,7 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
         except SourceError as exc:
             log.warning("%s; carrier losses will be seen through counters only", exc)
             links = None
-    return Detection(d, collector.host, reader, links, pfc_probe=probe)
+    return Detection(d, collector.host, reader, links, pfc_probe=probe, tick_interval_s=cfg.interval)
 
 
 def pfc_reader(source: EthtoolSource, recheck_names: bool = True) -> PfcReader:
