@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from netd.config.settings import load_config
+from netd.detect.fast_wait import wait_running_fast_path
 from netd.detect.findings import FindingEvent
-from netd.detect.service import Detection, log_line, wait_running_fast_path
+from netd.detect.service import Detection, log_line
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, frozen_map
 from netd.series.tracker import SeriesTracker
@@ -314,6 +315,34 @@ def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:
         0.9,
         0.95,
     ]
+
+
+def test_an_interval_that_raises_leaves_the_wait_to_the_tick(caplog: pytest.LogCaptureFixture) -> None:
+    """A bug in the cadence (the detectors' confirm time, the budget) must not end the loop, as a bad
+    sample does not: no more samples before this tick, the wait still returns at the tick, logged."""
+    now = [0.0]
+    taken: list[float] = []
+    answers = iter([0.1, 0.1])
+
+    def interval() -> float:
+        answer = next(answers, None)
+        if answer is None:
+            raise ZeroDivisionError("a broken cadence")
+        return answer
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            now[0] += timeout or 0.0
+            return False
+
+    with caplog.at_level(logging.ERROR, logger="netd.anomalies"):
+        stopped = wait_running_fast_path(1.0, interval, Clock(), lambda: now[0], lambda: taken.append(now[0]))
+    assert not stopped and now[0] == pytest.approx(1.0)
+    assert [round(t, 3) for t in taken] == [0.1, 0.2]  # the second answer's sample, then none
+    assert "fast-path interval failed" in caplog.text
+    assert (
+        wait_running_fast_path(2.0, interval, Clock(), lambda: now[0], taken.append) is False
+    )  # at first ask
 
 
 def test_without_a_reader_there_is_no_fast_path() -> None:

@@ -22,8 +22,9 @@ from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
 from netd.daemon.health import TickRecorder
 from netd.daemon.state import PublishedState
+from netd.detect.fast_wait import wait_running_fast_path
 from netd.detect.pfc import stormed_ports
-from netd.detect.service import Detection, wait_running_fast_path
+from netd.detect.service import Detection
 from netd.errors import NetdError
 from netd.model.snapshot import SourceStatus
 from netd.series.tracker import SeriesTracker

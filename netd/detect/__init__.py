@@ -13,6 +13,7 @@ __all__, __getattr__, __dir__ = public_face(
         "engine": ("SUPPRESSES", "DetectionEngine", "default_detectors"),
         "findings": ("AnomalyState", "Candidate", "Evidence", "Finding", "FindingEvent", "Scope", "Severity"),
         "inputs": ("DetectInput", "InputPath", "LinkChange", "PortInput", "PriorityCounters", "port_key"),
-        "service": ("Detection", "PfcReader", "build_detection", "log_line", "wait_running_fast_path"),
+        "fast_wait": ("wait_running_fast_path",),
+        "service": ("Detection", "PfcReader", "build_detection", "log_line"),
     },
 )

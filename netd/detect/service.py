@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -45,7 +44,6 @@ __all__ = [
     "pfc_reader",
     "log_line",
     "port_congestion",
-    "wait_running_fast_path",
 ]
 
 log = logging.getLogger("netd.anomalies")
@@ -370,35 +368,3 @@ def pfc_reader(source: EthtoolSource, recheck_names: bool = True) -> PfcReader:
     parsed only if the sample is evaluated (:class:`~netd.sources.ethtool_raw.RawSamples`).
     ``recheck_names=False``: the calm probe, which leaves the kernel's name table unread."""
     return functools.partial(source.read_raw, recheck_names=recheck_names)
-
-
-def wait_running_fast_path(
-    until: float,
-    fast_s: float | Callable[[], float],
-    stop: threading.Event,
-    clock: Callable[[], float],
-    sample: Callable[[], None],
-) -> bool:
-    """Wait until ``until`` (True when ``stop`` was set), taking a fast-path sample every ``fast_s``
-    meanwhile (a callable is asked again after every sample: the adaptive cadence); the last slot
-    before ``until`` is left to the tick itself, and slots missed while a sample ran late are
-    skipped, not bunched."""
-    interval = fast_s if callable(fast_s) else (lambda: fast_s)
-    step = interval()
-    if step > 0:
-        slot = clock() + step
-        while slot <= until - step / 2:
-            if stop.wait(max(0.0, slot - clock())):
-                return True
-            try:
-                sample()
-            except Exception:  # like a tick: the loop outlives a bad sample
-                log.exception("fast-path sample failed")
-            now = clock()
-            step = interval()
-            if step <= 0:
-                break
-            slot += step
-            while slot < now:
-                slot += step
-    return stop.wait(max(0.0, until - clock()))
