@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,8 @@ from netd.api.app import create_app
 from netd.commands.run import build_daemon
 from netd.config.settings import load_config
 from netd.daemon.loop import Daemon
-from netd.detect.service import build_detection
+from netd.detect.fast_wait import wait_running_fast_path
+from netd.detect.service import build_detection, fast_path_gaps
 from netd.sources.collect import Sampler
 
 
@@ -110,6 +112,61 @@ def test_build_detection_choices(mlx5_host) -> None:
         got = on.pfc_reader({"ens1f0np0": ("rx_prio3_pause", "tx_prio3_pause")})
         assert set(got) == {"ens1f0np0"}  # only the wanted statistics of the wanted netdevs
         assert set(got["ens1f0np0"].stats) == {"rx_prio3_pause", "tx_prio3_pause"}
+    finally:
+        collector.close()
+
+
+# (tick s, fast_interval, fast_calm_interval) -> the keys the daemon warns about: a sample is taken only
+# when it falls at least half an interval before the next tick (wait_running_fast_path)
+GAP_CASES = [
+    (1.0, 0.05, 0.1, []),  # the defaults
+    (1.0, 0.05, 0.66, []),
+    (1.0, 0.05, 0.7, ["fast_calm_interval"]),  # calm: only the tick's own sample
+    (1.0, 0.8, 0.0, ["fast_interval"]),  # a fixed cadence that never samples
+    (1.0, 0.8, 0.5, ["fast_interval"]),  # calm <= fast: the fixed cadence is fast_interval's
+    (10.0, 0.05, 1.0, []),  # slow ticks: a calm sample a second fits
+]
+
+
+@pytest.mark.parametrize(("tick", "fast", "calm", "keys"), GAP_CASES)
+def test_a_fast_path_that_cannot_sample_between_ticks_is_named(
+    tick: float, fast: float, calm: float, keys: list[str]
+) -> None:
+    d = load_config(None, environ={}).detect.model_copy(
+        update={"fast_interval": fast, "fast_calm_interval": calm}
+    )
+    problems = fast_path_gaps(d, tick)
+    assert [p.split()[1] for p in problems] == keys
+    # the claim, against the loop's own wait: an interval named takes no sample before the tick, one
+    # not named takes at least one
+    assert (_samples_between_ticks(fast, tick) == 0) == ("fast_interval" in keys)
+    if calm > fast:
+        assert (_samples_between_ticks(calm, tick) == 0) == ("fast_calm_interval" in keys)
+
+
+def _samples_between_ticks(step: float, tick: float) -> int:
+    now = [0.0]
+    taken: list[float] = []
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            now[0] += timeout or 0.0
+            return False
+
+    wait_running_fast_path(tick, step, Clock(), lambda: now[0], lambda: taken.append(now[0]))
+    return len(taken)
+
+
+def test_the_daemon_warns_of_a_fast_path_without_samples(mlx5_host, caplog: pytest.LogCaptureFixture) -> None:
+    root, _ = mlx5_host
+    collector = Sampler(root, ethtool_backend="files")
+    try:
+        cfg = load_config(
+            None, environ={}, overrides={"sysfs_root": root, "detect": {"fast_calm_interval": 0.9}}
+        )
+        with caplog.at_level(logging.WARNING, logger="netd.anomalies"):
+            assert build_detection(cfg, collector, emulated=False) is not None
+        assert "[detect] fast_calm_interval = 0.9 s takes no fast-path sample" in caplog.text
     finally:
         collector.close()
 

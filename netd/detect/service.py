@@ -41,6 +41,7 @@ __all__ = [
     "Detection",
     "PfcReader",
     "build_detection",
+    "fast_path_gaps",
     "pfc_reader",
     "log_line",
     "port_congestion",
@@ -352,6 +353,8 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
     reader = probe = None
     if d.fast_interval > 0 and source is not None:
         reader, probe = pfc_reader(source), pfc_reader(source, recheck_names=False)
+        for problem in fast_path_gaps(d, cfg.interval):
+            log.warning("%s", problem)
     links = None
     if d.netlink and not emulated and cfg.sysfs_root.resolve() == Path("/sys"):
         links = LinkMonitor(cfg.sysfs_root)
@@ -361,6 +364,22 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
             log.warning("%s; carrier losses will be seen through counters only", exc)
             links = None
     return Detection(d, collector.host, reader, links, pfc_probe=probe, tick_interval_s=cfg.interval)
+
+
+def fast_path_gaps(d: DetectConfig, tick_s: float) -> list[str]:
+    """What in ``[detect]`` leaves the fast path without a sample between two ticks: the loop takes a
+    sample only when it falls at least half an interval before the next tick (the last slot is the
+    tick's), so an interval over two thirds of the tick's takes none, and the PFC detectors see one
+    sample a tick, whatever the configuration says."""
+    most = round(tick_s * 2 / 3, 3)
+    out = []
+    for key, value in (("fast_interval", d.fast_interval), ("fast_calm_interval", d.fast_calm_interval)):
+        if value * 1.5 > tick_s and (key == "fast_interval" or value > d.fast_interval):
+            out.append(
+                f"[detect] {key} = {value:g} s takes no fast-path sample between ticks every {tick_s:g} s "
+                f"(a sample must fall at least half an interval before the next tick); use at most {most:g} s"
+            )
+    return out
 
 
 def pfc_reader(source: EthtoolSource, recheck_names: bool = True) -> PfcReader:
