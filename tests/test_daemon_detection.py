@@ -125,6 +125,9 @@ GAP_CASES = [
     (1.0, 0.8, 0.0, ["fast_interval"]),  # a fixed cadence that never samples
     (1.0, 0.8, 0.5, ["fast_interval"]),  # calm <= fast: the fixed cadence is fast_interval's
     (10.0, 0.05, 1.0, []),  # slow ticks: a calm sample a second fits
+    (0.1, 0.05, 0.1, []),  # 0.1 s ticks: every tick is the calm sample asked for
+    (0.2, 0.05, 0.15, ["fast_calm_interval"]),  # 0.2 s ticks: PFC every 0.2 s, not every 0.15 s
+    (0.5, 0.8, 0.0, []),  # a fixed cadence slower than the ticks: they give more than it asks
 ]
 
 
@@ -137,11 +140,11 @@ def test_a_fast_path_that_cannot_sample_between_ticks_is_named(
     )
     problems = fast_path_gaps(d, tick)
     assert [p.split()[1] for p in problems] == keys
-    # the claim, against the loop's own wait: an interval named takes no sample before the tick, one
-    # not named takes at least one
-    assert (_samples_between_ticks(fast, tick) == 0) == ("fast_interval" in keys)
+    # the claim, against the loop's own wait: an interval named is shorter than the tick's and takes no
+    # sample before the tick; one not named takes at least one, or is no shorter than the tick's
+    assert (fast < tick and _samples_between_ticks(fast, tick) == 0) == ("fast_interval" in keys)
     if calm > fast:
-        assert (_samples_between_ticks(calm, tick) == 0) == ("fast_calm_interval" in keys)
+        assert (calm < tick and _samples_between_ticks(calm, tick) == 0) == ("fast_calm_interval" in keys)
 
 
 def _samples_between_ticks(step: float, tick: float) -> int:

@@ -369,12 +369,13 @@ def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detectio
 def fast_path_gaps(d: DetectConfig, tick_s: float) -> list[str]:
     """What in ``[detect]`` leaves the fast path without a sample between two ticks: the loop takes a
     sample only when it falls at least half an interval before the next tick (the last slot is the
-    tick's), so an interval over two thirds of the tick's takes none, and the PFC detectors see one
-    sample a tick, whatever the configuration says."""
+    tick's), so an interval shorter than the tick's but over two thirds of it takes none, and the PFC
+    detectors see one sample a tick, whatever the configuration says. (An interval no shorter than
+    the tick's asks for nothing the ticks do not give.)"""
     most = round(tick_s * 2 / 3, 3)
     out = []
     for key, value in (("fast_interval", d.fast_interval), ("fast_calm_interval", d.fast_calm_interval)):
-        if value * 1.5 > tick_s and (key == "fast_interval" or value > d.fast_interval):
+        if tick_s > value and value * 1.5 > tick_s and (key == "fast_interval" or value > d.fast_interval):
             out.append(
                 f"[detect] {key} = {value:g} s takes no fast-path sample between ticks every {tick_s:g} s "
                 f"(a sample must fall at least half an interval before the next tick); use at most {most:g} s"
