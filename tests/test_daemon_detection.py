@@ -17,6 +17,7 @@ from netd.daemon.loop import Daemon
 from netd.detect.fast_wait import wait_running_fast_path
 from netd.detect.service import build_detection, fast_path_gaps
 from netd.sources.collect import Sampler
+from tests.driven_wait import DrivenWait
 
 
 @pytest.mark.slow
@@ -151,12 +152,7 @@ def _samples_between_ticks(step: float, tick: float) -> int:
     now = [0.0]
     taken: list[float] = []
 
-    class Clock(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            now[0] += timeout or 0.0
-            return False
-
-    wait_running_fast_path(tick, step, Clock(), lambda: now[0], lambda: taken.append(now[0]))
+    wait_running_fast_path(tick, step, DrivenWait(now), lambda: now[0], lambda: taken.append(now[0]))
     return len(taken)
 
 

@@ -14,6 +14,7 @@ from netd.detect.service import Detection, log_line
 from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.model.snapshot import EthtoolSample, PortSample, Snapshot, frozen_map
 from netd.series.tracker import SeriesTracker
+from tests.driven_wait import DrivenWait
 
 NAMES = mlx5_ethtool_names((3,))
 
@@ -272,15 +273,10 @@ def test_one_slow_calm_sample_does_not_turn_the_fast_path_off() -> None:
         det.take_fast_sample()
         taken.append(now[0])
 
-    class Clock(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            now[0] += timeout or 0.0
-            return False
-
     per_tick = []
     for k in range(1, 16):
         taken: list[float] = []
-        wait_running_fast_path(float(k), lambda: det.fast_interval_s, Clock(), lambda: now[0], sample)
+        wait_running_fast_path(float(k), lambda: det.fast_interval_s, DrivenWait(now), lambda: now[0], sample)
         per_tick.append(len(taken))
         det.on_observation(observe(tracker, nic, now[0]))
         now[0] += 0.01  # the tick's own work
@@ -293,12 +289,9 @@ def test_adaptive_slots_ask_for_the_interval_after_every_sample() -> None:
     taken: list[float] = []
     steps = iter([0.2, 0.2, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.05])
 
-    class Clock(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            now[0] += timeout or 0.0
-            return False
-
-    wait_running_fast_path(1.0, lambda: next(steps), Clock(), lambda: now[0], lambda: taken.append(now[0]))
+    wait_running_fast_path(
+        1.0, lambda: next(steps), DrivenWait(now), lambda: now[0], lambda: taken.append(now[0])
+    )
     # 0.2, then 0.4 (asked after the first sample: 0.2), then every 0.05 up to the tick's half-slot
     assert [round(t, 3) for t in taken] == [
         0.2,
@@ -330,18 +323,15 @@ def test_an_interval_that_raises_leaves_the_wait_to_the_tick(caplog: pytest.LogC
             raise ZeroDivisionError("a broken cadence")
         return answer
 
-    class Clock(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            now[0] += timeout or 0.0
-            return False
-
     with caplog.at_level(logging.ERROR, logger="netd.anomalies"):
-        stopped = wait_running_fast_path(1.0, interval, Clock(), lambda: now[0], lambda: taken.append(now[0]))
+        stopped = wait_running_fast_path(
+            1.0, interval, DrivenWait(now), lambda: now[0], lambda: taken.append(now[0])
+        )
     assert not stopped and now[0] == pytest.approx(1.0)
     assert [round(t, 3) for t in taken] == [0.1, 0.2]  # the second answer's sample, then none
     assert "fast-path interval failed" in caplog.text
     assert (
-        wait_running_fast_path(2.0, interval, Clock(), lambda: now[0], taken.append) is False
+        wait_running_fast_path(2.0, interval, DrivenWait(now), lambda: now[0], taken.append) is False
     )  # at first ask
 
 
@@ -369,12 +359,7 @@ def test_fast_path_slots_between_ticks() -> None:
     now = [0.0]
     taken: list[float] = []
 
-    class Clock(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            now[0] += timeout or 0.0
-            return False
-
-    wait_running_fast_path(1.0, 0.1, Clock(), lambda: now[0], lambda: taken.append(round(now[0], 3)))
+    wait_running_fast_path(1.0, 0.1, DrivenWait(now), lambda: now[0], lambda: taken.append(round(now[0], 3)))
     assert taken == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
     now[0], taken[:] = 0.0, []
 
@@ -382,7 +367,7 @@ def test_fast_path_slots_between_ticks() -> None:
         taken.append(round(now[0], 3))
         now[0] += 0.25
 
-    wait_running_fast_path(1.0, 0.1, Clock(), lambda: now[0], slow)
+    wait_running_fast_path(1.0, 0.1, DrivenWait(now), lambda: now[0], slow)
     assert taken == [0.1, 0.4, 0.7]
     stopped = threading.Event()
     stopped.set()
