@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,44 @@ def test_load_token(tmp_path: Path):
         load_token(f, environ={})
     with pytest.raises(ConfigError, match="api.token_file"):
         load_token(tmp_path / "missing", environ={})
+
+
+def test_load_token_takes_the_first_line(tmp_path: Path):
+    # A header cannot carry a newline: a second line would make the token impossible to present.
+    f = tmp_path / "token"
+    f.write_text("  abc  \nleft over by an editor\n")
+    assert load_token(f, environ={}) == "abc"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_load_token_refuses_what_is_not_a_regular_file(tmp_path: Path, kind: str):
+    # A FIFO planted at the token path would block netd's start in open() with no writer, forever.
+    f = tmp_path / "token"
+    if kind == "fifo":
+        os.mkfifo(f)
+    else:
+        f.mkdir()
+    pool = ThreadPoolExecutor(1)
+    pending = pool.submit(load_token, f, {})
+    try:
+        with pytest.raises(ConfigError, match=r"api.token_file: cannot read .*token: not a regular file"):
+            pending.result(timeout=10)
+    finally:
+        if not pending.done() and kind == "fifo":  # blocked in open(): a writer lets it (and the test) end
+            os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
+        pool.shutdown()
+
+
+def test_a_world_readable_token_file_is_warned_about_once(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    private, group, world = (tmp_path / n for n in ("private", "group", "world"))
+    for f, mode in ((private, 0o600), (group, 0o640), (world, 0o644)):
+        f.write_text("abc\n")
+        f.chmod(mode)
+    with caplog.at_level(logging.WARNING, logger="netd.api"):
+        for f in (private, group, world, world):
+            assert load_token(f, environ={}) == "abc"
+    warned = [r.getMessage() for r in caplog.records if "readable by every user" in r.getMessage()]
+    assert warned == [
+        f"api.token_file {world} is readable by every user on this host (mode 644): "
+        "anyone here can use netd's mutating endpoints; chmod o-r it"
+    ]

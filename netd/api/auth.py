@@ -14,14 +14,17 @@ a body.
 from __future__ import annotations
 
 import hmac
+import logging
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fastapi import HTTPException, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from netd.errors import ConfigError
+from netd.errors import ConfigError, SourceError
+from netd.sources.sysfs_io import read_regular_file
 
 __all__ = ["CHECK_ATTR", "header_check", "load_token", "token_guard"]
 
@@ -29,20 +32,44 @@ __all__ = ["CHECK_ATTR", "header_check", "load_token", "token_guard"]
 CHECK_ATTR = "netd_token_check"
 _BEARER = HTTPBearer(auto_error=False, scheme_name="bearerToken", description="api.token_file")
 _PRESENTED = Security(_BEARER)
+log = logging.getLogger("netd.api")
+_WARNED: set[Path] = set()  # token files already warned about: the daemon loads the token in several places
 
 
 def load_token(token_file: Path | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The configured token, or None. A token file that exists but is unreadable or empty is an error."""
+    """The configured token, or None. A token file that exists but is unreadable, not a regular file,
+    or empty is an error; its first line is the token (an HTTP header cannot carry a newline, so a
+    second line could never be presented)."""
     environ = os.environ if environ is None else environ
     if token_file is not None:
         try:
-            token = token_file.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(f"api.token_file {token_file}: {exc.strerror or exc}") from exc
+            # Refused unless a regular file: a FIFO there would block netd's start in open() for good.
+            text = read_regular_file(token_file, "api.token_file")
+        except SourceError as exc:
+            raise ConfigError(str(exc)) from exc
+        token = text.strip().split("\n", 1)[0].strip()
         if not token:
             raise ConfigError(f"api.token_file {token_file} is empty")
+        _warn_if_world_readable(token_file)
         return token
     return environ.get("NETD_API_TOKEN") or None
+
+
+def _warn_if_world_readable(token_file: Path) -> None:
+    """The token lets its holder change DCQCN parameters on the NIC: say so once when any local user can
+    read it (group access may be deliberate: an operators' group)."""
+    try:
+        mode = os.stat(token_file).st_mode
+    except OSError:
+        return
+    if mode & stat.S_IROTH and token_file not in _WARNED:
+        _WARNED.add(token_file)
+        log.warning(
+            "api.token_file %s is readable by every user on this host (mode %o): anyone here can use "
+            "netd's mutating endpoints; chmod o-r it",
+            token_file,
+            stat.S_IMODE(mode),
+        )
 
 
 def header_check(token: str | None) -> Callable[[str | None], HTTPException | None]:
