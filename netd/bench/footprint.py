@@ -40,6 +40,7 @@ from netd.emulated.mlx5_ethtool import mlx5_ethtool_names
 from netd.emulated.traces import fault_trace
 from netd.errors import BenchError
 from netd.sources.ethtool_text import format_ethtool_text, parse_ethtool_text
+from netd.sources.procfs import proc_stat
 
 __all__ = ["bench_footprint", "register_bench"]
 
@@ -56,10 +57,11 @@ def _free_port() -> int:
 
 
 def _cpu_s(pid: int) -> tuple[float, float]:
-    """(user + system, system) CPU seconds of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    hz = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / hz, int(fields[12]) / hz  # utime + stime, stime
+    """(user + system, system) CPU seconds of the daemon so far."""
+    st = proc_stat(pid)
+    if st is None:
+        raise BenchError(f"netd run (pid {pid}) exited during the measurement")
+    return st.cpu_s, st.system_s
 
 
 def _rss_mib(pid: int) -> float:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from netd.errors import LabError
+from netd.sources.procfs import proc_stat
 
 __all__ = [
     "NETNS_DIR",
@@ -97,11 +98,8 @@ def pid_alive(pid: int, proc: Path = Path("/proc")) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        state = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    st = proc_stat(pid, proc)
+    return st is not None and st.state != "Z"
 
 
 def kill_pids(pids: Iterable[int], grace_s: float = 2.0) -> None:

@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,6 +33,7 @@ from netd.nccl.pin_client import RemotePins
 from netd.nccl.pin_wire import PinStatus
 from netd.nccl.pins import PinKey, PinVerdict
 from netd.nccl.table import HintTable, pack_table
+from netd.sources.procfs import proc_stat
 
 __all__ = ["bench_pins", "register_rounds"]
 
@@ -119,9 +119,10 @@ async def register_rounds(
 
 
 def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (/proc/PID/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    st = proc_stat(pid)
+    if st is None:
+        raise BenchError(f"the pin service (pid {pid}) is gone")
+    return st.cpu_s
 
 
 def _serve(token: str, window_s: float) -> None:

@@ -31,6 +31,7 @@ __all__, __getattr__, __dir__ = public_face(
         "cc_params": ("ParamTree", "discover", "read_value"),
         "topology_file": ("parse_topology_file", "read_topology_file"),
         "sysfs_io": ("ABSENT_ERRNOS", "PreadCache", "list_dir", "read_text", "stat_identity"),
+        "procfs": ("ProcStat", "proc_stat"),
         "qos": ("PortQos", "QosSource", "port_qos_from_dcb"),
         "qos_dcb": (
             "DCB_OBJECTS",

@@ -29,6 +29,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from netd.errors import SourceError
+from netd.sources.procfs import proc_stat
 
 __all__ = [
     "PARENTS",
@@ -171,17 +172,14 @@ def read_owner(state_file: Path) -> int | None:
 
 def owner_alive(pid: int, start: str) -> bool:
     """Whether process ``pid`` still runs and is the same process (its start time matches)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[19] == start  # field 22, starttime (after pid and comm)
+    st = proc_stat(pid)
+    return st is not None and st.start == start
 
 
 def _own_start() -> str:
-    with open("/proc/self/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
+    st = proc_stat()
+    assert st is not None  # our own stat is always there
+    return st.start
 
 
 class TcAttacher:

@@ -12,13 +12,15 @@ import pytest
 
 from netd.lab.netns import pid_alive
 
-# /proc/<pid>/stat as the kernel writes it: "pid (comm) state ..."; comm may hold ") "
+# /proc/<pid>/stat as the kernel writes it: "pid (comm) state ..." and 49 more fields; comm may hold ") "
+_REST = " 0" * 49
 STAT_CASES = [
-    ("1234 (sleep) S 1 1234 1234 0 -1", True),
-    ("1234 (agent) R 1 1234", True),
-    ("1234 (agent) Z 1 1234", False),  # exited, not yet reaped
-    ("1234 (a) Z) S 1 1234", True),  # the last ") " ends comm
+    ("1234 (sleep) S 1 1234 1234 0 -1" + _REST, True),
+    ("1234 (agent) R 1 1234" + _REST, True),
+    ("1234 (agent) Z 1 1234" + _REST, False),  # exited, not yet reaped
+    ("1234 (a) Z) S 1 1234" + _REST, True),  # the last ") " ends comm
     ("", False),  # the task went away while it was read
+    ("1234 (agent) R 1", False),  # cut short: not a stat this kernel writes
 ]
 
 
