@@ -35,8 +35,9 @@ reading the old inode: a frozen value, forever. With ``verify`` (every root that
 ``/sys``, where files are never replaced), each kept descriptor is checked with one ``fstat``
 before it is read: an unlinked inode is closed and the path opened again, so a replaced file reads
 its new value and a vanished one is absent (the caller reports it), never frozen. A kept directory
-is checked once per :meth:`PreadCache.read_many` (its path's identity against the descriptor's):
-a directory replaced by rename or removed is closed, and its files are opened by full path again.
+is checked once per :meth:`PreadCache.read_many` (its path's identity against the descriptor's,
+taken when it was opened): a directory replaced by rename or removed is closed, and its files are
+opened by full path again.
 """
 
 from __future__ import annotations
@@ -175,6 +176,9 @@ class PreadCache:
         self._source = source
         self._fds: dict[str, int] = {}
         self._dirs: dict[str, int] = {}  # directory path -> kept descriptor (openat past the budget)
+        # directory path -> (st_dev, st_ino) of its kept descriptor, taken when it was opened: an open
+        # descriptor's identity never changes, so verifying a kept directory needs no fstat of it
+        self._dir_ids: dict[str, tuple[int, int]] = {}
         self._max_open = max_open
         self._max_dirs = max_dirs
         self._verify = verify
@@ -298,19 +302,25 @@ class PreadCache:
         dfd = self._dirs.get(path)
         if dfd is not None and self._verify:
             try:
-                st, fst = os.stat(path), os.fstat(dfd)
-                same = (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+                st = os.stat(path)
+                same = (st.st_dev, st.st_ino) == self._dir_ids.get(path)
             except OSError:
                 same = False
             if not same:
                 self.replaced += 1
-                os.close(self._dirs.pop(path))
+                self._close_dir(path)
                 dfd = None
         if dfd is None and len(self._dirs) < self._max_dirs:
             try:
-                dfd = self._dirs[path] = os.open(path, READ_FLAGS | os.O_DIRECTORY)
+                dfd = os.open(path, READ_FLAGS | os.O_DIRECTORY)
             except OSError:
                 return None
+            try:
+                st = os.fstat(dfd)
+            except OSError:
+                os.close(dfd)
+                return None
+            self._dirs[path], self._dir_ids[path] = dfd, (st.st_dev, st.st_ino)
             self.opens += 1
         return dfd
 
@@ -330,13 +340,13 @@ class PreadCache:
         for path in [p for p in self._fds if p.startswith(prefix)]:
             self._close(path)
         for path in [p for p in self._dirs if f"{p}/".startswith(prefix)]:
-            os.close(self._dirs.pop(path))
+            self._close_dir(path)
 
     def close(self) -> None:
         for path in list(self._fds):
             self._close(path)
         for path in list(self._dirs):
-            os.close(self._dirs.pop(path))
+            self._close_dir(path)
 
     def __len__(self) -> int:
         """Descriptors kept open: files and directories."""
@@ -349,6 +359,10 @@ class PreadCache:
                 os.close(fd)
             except OSError:
                 pass
+
+    def _close_dir(self, path: str) -> None:
+        self._dir_ids.pop(path, None)
+        os.close(self._dirs.pop(path))
 
     def __del__(self) -> None:  # best effort; the daemon calls close() explicitly
         try:
