@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from netd.config.settings import load_config
+from netd.config.settings import Config, load_config
 from netd.errors import ConfigError
 
 
@@ -60,3 +62,55 @@ def test_errors_name_key_value_and_origin(tmp_path: Path, text, environ, needles
 def test_missing_file_is_a_clear_error(tmp_path: Path):
     with pytest.raises(ConfigError, match="cannot read config file .*nope.toml"):
         load_config(tmp_path / "nope.toml", environ={})
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_config_path_that_is_not_a_file_is_an_error_at_once(tmp_path: Path, kind: str) -> None:
+    # A FIFO would block open() until a writer came: netd's start, or a SIGHUP reload on the thread
+    # that serves HTTP, would hang without a word. A directory is what a ConfigMap mounted without
+    # subPath leaves at the file's path.
+    conf = tmp_path / "netd.toml"
+    if kind == "fifo":
+        os.mkfifo(conf)
+    else:
+        conf.mkdir()
+    why = "not a regular file" if kind == "fifo" else r"a directory \(a ConfigMap mounted without subPath\?\)"
+    pool = ThreadPoolExecutor(1)
+    pending = pool.submit(load_config, conf, {})
+    try:
+        with pytest.raises(ConfigError, match=rf"cannot read config file .*netd.toml: {why}$"):
+            pending.result(timeout=10)
+    finally:
+        if not pending.done() and kind == "fifo":  # blocked in open(): a writer lets it (and the test) end
+            os.close(os.open(conf, os.O_WRONLY | os.O_NONBLOCK))
+        pool.shutdown()
+
+
+@pytest.mark.parametrize("kind", ["directory", "dangling link"])
+def test_the_default_path_there_but_not_a_file_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # It used to be skipped as "no configuration file": netd ran on its defaults without a word.
+    default = tmp_path / "netd.toml"
+    if kind == "directory":
+        default.mkdir()
+    else:
+        default.symlink_to(tmp_path / "gone.toml")
+    monkeypatch.setattr("netd.config.settings.DEFAULT_CONFIG_PATH", default)
+    with pytest.raises(ConfigError, match=f"cannot read config file {default}: "):
+        load_config(environ={})
+
+
+def test_the_default_path_read_through_a_link_and_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A ConfigMap mounted with subPath, or a package's file: a link to a regular file is read; no file
+    # at all is the defaults.
+    target = tmp_path / "..data" / "netd.toml"
+    target.parent.mkdir()
+    target.write_text("interval = 2.5\n")
+    default = tmp_path / "netd.toml"
+    monkeypatch.setattr("netd.config.settings.DEFAULT_CONFIG_PATH", default)
+    assert load_config(environ={}).interval == Config().interval
+    default.symlink_to(target)
+    assert load_config(environ={}).interval == 2.5

@@ -23,8 +23,8 @@ from pathlib import Path
 from fastapi import HTTPException, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from netd.errors import ConfigError, SourceError
-from netd.sources.sysfs_io import read_regular_file
+from netd.config.files import read_regular
+from netd.errors import ConfigError
 
 __all__ = ["CHECK_ATTR", "header_check", "load_token", "token_guard"]
 
@@ -44,9 +44,9 @@ def load_token(token_file: Path | None, environ: Mapping[str, str] | None = None
     if token_file is not None:
         try:
             # Refused unless a regular file: a FIFO there would block netd's start in open() for good.
-            text = read_regular_file(token_file, "api.token_file")
-        except SourceError as exc:
-            raise ConfigError(str(exc)) from exc
+            text = read_regular(token_file).decode("utf-8", "replace")
+        except OSError as exc:
+            raise ConfigError(f"api.token_file {token_file}: {exc.strerror or exc}") from exc
         token = text.strip().split("\n", 1)[0].strip()
         if not token:
             raise ConfigError(f"api.token_file {token_file} is empty")

@@ -11,6 +11,7 @@ __all__, __getattr__, __dir__ = public_face(
     __name__,
     {
         "settings": ("DEFAULT_CONFIG_PATH", "Config", "load_config"),
+        "files": ("NotARegularFile", "read_regular"),
         "bpf": ("BpfConfig",),
         "detect": ("LEVELS", "DetectConfig", "Level"),
         "nccl": ("NcclConfig", "default_socket_path"),

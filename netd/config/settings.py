@@ -13,6 +13,7 @@ key, the bad value, what is allowed, and where the value came from.
 from __future__ import annotations
 
 import difflib
+import errno
 import logging
 import os
 import tomllib
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from netd.config.bpf import BpfConfig
 from netd.config.detect import DetectConfig
+from netd.config.files import NotARegularFile, read_regular
 from netd.config.kube import KubeConfig
 from netd.config.nccl import NcclConfig
 from netd.config.qos import QosConfig
@@ -236,11 +238,16 @@ def load_config(
     data: dict[str, Any] = {}
     if path is None and environ.get("NETD_CONFIG"):
         path = Path(environ["NETD_CONFIG"])
-    elif path is None and DEFAULT_CONFIG_PATH.is_file():
+    elif path is None and os.path.lexists(DEFAULT_CONFIG_PATH):
+        # There but not a file (a directory, a dangling link) is an error, not "no configuration":
+        # netd would otherwise run on its defaults without a word.
         path = DEFAULT_CONFIG_PATH
     if path is not None:
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_regular(path).decode("utf-8"))
+        except NotARegularFile as exc:
+            hint = " (a ConfigMap mounted without subPath?)" if exc.errno == errno.EISDIR else ""
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}{hint}") from exc
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
         except UnicodeDecodeError as exc:

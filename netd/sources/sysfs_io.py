@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from netd.config.files import read_regular
 from netd.errors import SourceError
 
 __all__ = [
@@ -111,25 +111,16 @@ def read_text(path: Path, source: str = "sysfs") -> str | None:
 
 def read_regular_file(path: Path, source: str) -> str:
     """The whole UTF-8 text of a file an operator or a replayed tree names (a topology file, lldpcli's
-    JSON), re-read by a background refresh. Opened non-blocking and refused unless it is a regular file:
-    a FIFO planted there would otherwise stop the refresh in open() for good (holding its lock), and a
-    device could be read forever. Every failure, absence included, raises :class:`SourceError`."""
+    JSON), re-read by a background refresh. Refused unless it is a regular file
+    (:func:`netd.config.files.read_regular`): a FIFO planted there would otherwise stop the refresh in
+    open() for good (holding its lock), and a device could be read forever. Every failure, absence
+    included, raises :class:`SourceError`."""
     try:
-        fd = os.open(path, READ_FLAGS)
+        data = read_regular(path)
     except OSError as exc:
         raise SourceError(source, f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SourceError(source, f"cannot read {path}: not a regular file")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-    except OSError as exc:
-        raise SourceError(source, f"cannot read {path}: {exc.strerror or exc}") from exc
-    finally:
-        os.close(fd)
-    try:
-        return b"".join(chunks).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(source, f"cannot read {path}: not UTF-8 (byte {exc.start})") from exc
 

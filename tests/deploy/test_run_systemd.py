@@ -87,6 +87,17 @@ def test_ready_watchdog_reload_and_stop(tmp_path: Path):
         assert proc.poll() is None
         assert httpx.get(f"http://127.0.0.1:{first}/healthz", timeout=5).status_code == 200
 
+        # a FIFO where the file was: the reload runs on the thread that serves HTTP, and an open() that
+        # waited for a writer would leave the service unanswering (the loop, and so the watchdog, going on)
+        os.mkfifo(tmp_path / "fifo")
+        os.replace(tmp_path / "fifo", conf)
+        proc.send_signal(signal.SIGHUP)
+        systemd.wait_for("WATCHDOG=1")
+        systemd.wait_for("WATCHDOG=1")
+        assert httpx.get(f"http://127.0.0.1:{first}/healthz", timeout=5).status_code == 200
+        assert not any("RELOADING=1" in m for m in systemd.received)
+        conf.unlink()
+
         # a good reload moves the listener: RELOADING, then READY again from the new configuration
         _config(conf, second)
         proc.send_signal(signal.SIGHUP)
@@ -103,6 +114,7 @@ def test_ready_watchdog_reload_and_stop(tmp_path: Path):
         err = proc.stderr_text()
         assert proc.returncode == 0, err
         assert "keeping the running configuration" in err
+        assert f"cannot read config file {conf}: not a regular file" in err
         assert "configuration reloaded (SIGHUP)" in err
         assert "Traceback" not in err
     finally:

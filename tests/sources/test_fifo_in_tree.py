@@ -119,7 +119,7 @@ def test_a_topology_input_that_is_no_regular_file_is_an_error(
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "dir").mkdir()
     (tmp_path / "latin1").write_bytes("spine: caf\xe9\n".encode("latin-1"))
-    for name, why in [("fifo", "not a regular file"), ("dir", "not a regular file"), ("latin1", "not UTF-8")]:
+    for name, why in [("fifo", "not a regular file"), ("dir", "a directory"), ("latin1", "not UTF-8")]:
         with pytest.raises(SourceError, match=why):
             _within(10, lambda name=name: read(tmp_path / name))
     with pytest.raises(SourceError, match="not a regular file"):
