@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from netd.api.auth import load_token, token_guard
 from netd.errors import ConfigError
+from tests.blocking import within
 
 
 def _client(token: str | None) -> TestClient:
@@ -71,16 +71,9 @@ def test_load_token_refuses_what_is_not_a_regular_file(tmp_path: Path, kind: str
         os.mkfifo(f)
     else:
         f.mkdir()
-    pool = ThreadPoolExecutor(1)
-    pending = pool.submit(load_token, f, {})
-    try:
-        why = "not a regular file" if kind == "fifo" else "a directory"
-        with pytest.raises(ConfigError, match=rf"api.token_file .*token: {why}$"):
-            pending.result(timeout=10)
-    finally:
-        if not pending.done() and kind == "fifo":  # blocked in open(): a writer lets it (and the test) end
-            os.close(os.open(f, os.O_WRONLY | os.O_NONBLOCK))
-        pool.shutdown()
+    why = "not a regular file" if kind == "fifo" else "a directory"
+    with pytest.raises(ConfigError, match=rf"api.token_file .*token: {why}$"):
+        within(10, lambda: load_token(f, environ={}))
 
 
 def test_a_world_readable_token_file_is_warned_about_once(tmp_path: Path, caplog: pytest.LogCaptureFixture):

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from netd.config.files import read_regular
 from netd.errors import LabError
 from netd.lab.layout import LabLayout
 
@@ -64,7 +65,7 @@ class LabState:
     def load(cls, directory: Path) -> LabState | None:
         path = directory / "lab.json"
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_regular(path))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:

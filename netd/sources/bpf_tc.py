@@ -28,6 +28,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
+from netd.config.files import read_regular
 from netd.errors import SourceError
 from netd.sources.procfs import proc_stat
 
@@ -163,7 +164,7 @@ def resolve(iface: Interface) -> int:
 def read_owner(state_file: Path) -> int | None:
     """The pid of a live netd that owns the probes according to ``state_file``, else None."""
     try:
-        state = json.loads(state_file.read_text())
+        state = json.loads(read_regular(state_file))
         pid, start = int(state["pid"]), str(state["start"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -194,7 +195,7 @@ class TcAttacher:
 
     def _recover(self, path: Path) -> None:
         try:
-            state: dict[str, Any] = json.loads(path.read_text())
+            state: dict[str, Any] = json.loads(read_regular(path))
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:

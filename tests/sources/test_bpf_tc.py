@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,11 +12,14 @@ import pytest
 
 from netd.errors import SourceError
 from netd.sources.bpf_tc import Interface, TcAttacher, owner_alive, read_owner
+from netd.sources.procfs import proc_stat
+from tests.blocking import within
 
 
 def _start_time(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[19]
+    st = proc_stat(pid)
+    assert st is not None
+    return st.start
 
 
 def test_interface_names() -> None:
@@ -52,7 +56,14 @@ def test_a_dead_owner_is_recovered_even_when_its_interfaces_are_gone(tmp_path: P
     assert attacher.replaced == [] and not state.exists()  # nothing to clean on a vanished interface
 
 
-def test_an_unreadable_state_file_is_ignored(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["not json", "fifo", "directory"])
+def test_an_unreadable_state_file_is_ignored(tmp_path: Path, kind: str) -> None:
+    # A FIFO there would hold the daemon's eBPF start in open() for a writer that never comes.
     state = tmp_path / "bpf.json"
-    state.write_text("{not json")
-    assert TcAttacher(state).attachments == [] and read_owner(state) is None
+    if kind == "fifo":
+        os.mkfifo(state)
+    elif kind == "directory":
+        state.mkdir()
+    else:
+        state.write_text("{not json")
+    assert within(10, lambda: (TcAttacher(state).attachments, read_owner(state))) == ([], None)

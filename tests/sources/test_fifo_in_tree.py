@@ -9,10 +9,8 @@ topology inputs a background refresh re-reads (the static file, lldpcli's JSON) 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -26,27 +24,7 @@ from netd.sources.rdma import RdmaSysfs
 from netd.sources.sysfs_io import read_regular_file, read_text
 from netd.sources.topology_file import read_topology_file
 from netd.topology.service import TopologyService
-
-T = TypeVar("T")
-
-
-def _within(seconds: float, fn: Callable[[], T]) -> T:
-    """fn()'s result, failing the test (not hanging it) when fn blocks."""
-    box: list[object] = []
-
-    def run() -> None:
-        try:
-            box.append(fn())
-        except BaseException as exc:  # handed to the test
-            box.append(exc)
-
-    t = threading.Thread(target=run, daemon=True)  # a blocked thread must not keep pytest alive
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), "the read blocked on a FIFO"
-    if isinstance(box[0], BaseException):
-        raise box[0]
-    return box[0]  # type: ignore[return-value]
+from tests.blocking import within
 
 
 def _fifo(path: Path) -> None:
@@ -70,7 +48,7 @@ def test_a_fifo_counter_or_attribute_is_one_bad_file(host: StaticHost, name: str
     _fifo(host.root / PORT / name)
     source = RdmaSysfs(host.root)
     for _ in range(2):  # the first read scans the layout, the second is a tick's
-        got = _within(10, source.read)
+        got = within(10, source.read)
         assert [(s.device, s.port) for s in got] == [(s.device, s.port) for s in clean]
         bad, good = got[0], got[1]
         assert good.counters == clean[1].counters and not good.read_errors
@@ -86,8 +64,8 @@ def test_fifo_gid_and_attribute_files_read_as_nothing(host: StaticHost) -> None:
     port = host.root / PORT
     gid = sorted(p.name for p in (port / "gids").iterdir())[0]
     _fifo(port / "gids" / gid)
-    assert _within(10, lambda: read_text(port / "gids" / gid)) == ""
-    _within(10, lambda: read_gids(host.root, "mlx5_0", 1))
+    assert within(10, lambda: read_text(port / "gids" / gid)) == ""
+    within(10, lambda: read_gids(host.root, "mlx5_0", 1))
 
 
 def test_a_fifo_capture_is_an_error_first_and_after_a_replacement(host: StaticHost) -> None:
@@ -100,12 +78,12 @@ def test_a_fifo_capture_is_an_error_first_and_after_a_replacement(host: StaticHo
     assert reader.read(capture.name).stats is not None
     _fifo(capture)
     with pytest.raises(SourceError, match="Illegal seek"):
-        _within(10, lambda: reader.read(capture.name))
-    samples, reasons = _within(10, lambda: source.read([capture.name, other]))
+        within(10, lambda: reader.read(capture.name))
+    samples, reasons = within(10, lambda: source.read([capture.name, other]))
     assert other in samples and capture.name not in samples and reasons[capture.name].startswith("error:")
     fresh = CapturedStatsReader(host.root)  # never read before: the kept-descriptor path
     with pytest.raises(SourceError, match="Illegal seek"):
-        _within(10, lambda: fresh.read(capture.name))
+        within(10, lambda: fresh.read(capture.name))
     source.close()
     fresh.close()
 
@@ -121,7 +99,7 @@ def test_a_topology_input_that_is_no_regular_file_is_an_error(
     (tmp_path / "latin1").write_bytes("spine: caf\xe9\n".encode("latin-1"))
     for name, why in [("fifo", "not a regular file"), ("dir", "a directory"), ("latin1", "not UTF-8")]:
         with pytest.raises(SourceError, match=why):
-            _within(10, lambda name=name: read(tmp_path / name))
+            within(10, lambda name=name: read(tmp_path / name))
     with pytest.raises(SourceError, match="not a regular file"):
         read_regular_file(Path("/dev/zero"), "test")  # would read for ever
 
@@ -134,7 +112,7 @@ def test_fifo_topology_inputs_in_a_replayed_tree_fail_the_refresh_not_the_thread
     service = TopologyService(TopologyConfig(), host.root, "h1")
     try:
         for _ in range(2):
-            inputs = _within(10, service.refresh)
+            inputs = within(10, service.refresh)
             failed = {n.source: n.detail for n in inputs.notes if not n.ok}
             assert set(failed) == {"lldp:file", "topology-file"}
             assert failed["lldp:file"].endswith(f"cannot read {host.root / 'lldp.json'}: not a regular file")
