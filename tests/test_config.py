@@ -107,3 +107,15 @@ def test_the_default_path_read_through_a_link_and_absent(
     assert load_config(environ={}).interval == Config().interval
     default.symlink_to(target)
     assert load_config(environ={}).interval == 2.5
+
+
+def test_dev_null_is_an_empty_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # NETD_CONFIG=/dev/null is how scripts, the benchmarks and tests ask for the defaults, whatever
+    # /etc/netd holds; it is a character device, not a regular file, and must stay allowed.
+    default = tmp_path / "netd.toml"
+    default.write_text("interval = 2.5\n")
+    monkeypatch.setattr("netd.config.settings.DEFAULT_CONFIG_PATH", default)
+    assert load_config(environ={}).interval == 2.5
+    assert load_config(environ={"NETD_CONFIG": os.devnull}).interval == Config().interval
+    (tmp_path / "null").symlink_to(os.devnull)
+    assert load_config(tmp_path / "null", environ={}).interval == Config().interval

@@ -225,6 +225,13 @@ def _describe(err: ValidationError, layers: Sequence[tuple[str, Mapping[str, Any
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
+def _is_devnull(path: Path) -> bool:
+    try:
+        return os.path.samefile(path, os.devnull)
+    except OSError:
+        return False
+
+
 def load_config(
     path: Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -242,7 +249,7 @@ def load_config(
         # There but not a file (a directory, a dangling link) is an error, not "no configuration":
         # netd would otherwise run on its defaults without a word.
         path = DEFAULT_CONFIG_PATH
-    if path is not None:
+    if path is not None and not _is_devnull(path):  # NETD_CONFIG=/dev/null: the defaults, whatever /etc holds
         try:
             data = tomllib.loads(read_regular(path).decode("utf-8"))
         except NotARegularFile as exc:
