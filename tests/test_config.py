@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from netd.config.settings import Config, load_config
 from netd.errors import ConfigError
 from tests.blocking import within
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def test_defaults_without_file(tmp_path: Path):
@@ -119,3 +124,64 @@ def test_dev_null_is_an_empty_configuration(tmp_path: Path, monkeypatch: pytest.
     assert load_config(environ={"NETD_CONFIG": os.devnull}).interval == Config().interval
     (tmp_path / "null").symlink_to(os.devnull)
     assert load_config(tmp_path / "null", environ={}).interval == Config().interval
+
+
+def _path_fields(
+    annotation: object, model: type[BaseModel] = Config, at: tuple[str, ...] = ()
+) -> Iterator[tuple[str, ...]]:
+    """Every path of the configuration of that type, as (section..., key): found by walking the models,
+    so a path added later is covered without being listed here."""
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            yield from _path_fields(annotation, field.annotation, (*at, name))
+        elif field.annotation == annotation:
+            yield (*at, name)
+
+
+OPTIONAL_PATHS = list(_path_fields(Path | None))
+SET_PATHS = list(_path_fields(Path))
+
+
+def test_the_walk_finds_the_paths() -> None:
+    assert {("api", "token_file"), ("topology", "static_file"), ("nccl", "pin_token_file")} <= set(
+        OPTIONAL_PATHS
+    )
+    assert {("sysfs_root",), ("bpf", "state_file")} <= set(SET_PATHS)
+
+
+def _load_blank(tmp_path: Path, where: tuple[str, ...], blank: str) -> list[Callable[[], Config]]:
+    """Loading ``blank`` for the key from a file and from its NETD_* variable."""
+    *section, key = where
+    conf = tmp_path / "netd.toml"
+    conf.write_text((f"[{'.'.join(section)}]\n" if section else "") + f'{key} = "{blank}"\n')
+    from_env = {"NETD_" + "_".join(where).upper(): blank}
+    return [lambda: load_config(conf, environ={}), lambda: load_config(environ=from_env)]
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+@pytest.mark.parametrize("where", OPTIONAL_PATHS, ids=".".join)
+def test_a_blank_optional_path_is_unset(tmp_path: Path, where: tuple[str, ...], blank: str) -> None:
+    # docs/configuration.md shows `token_file = ""` for an unset path, and operators copy it: as a Path,
+    # "" was "." (the working directory), set, and read as a file (netd did not start).
+    for load in _load_blank(tmp_path, where, blank):
+        value: object = load()
+        for part in where:
+            value = getattr(value, part)
+        assert value is None
+
+
+@pytest.mark.parametrize("where", SET_PATHS, ids=".".join)
+def test_a_blank_path_that_must_be_set_is_an_error(tmp_path: Path, where: tuple[str, ...]) -> None:
+    for load in _load_blank(tmp_path, where, ""):
+        with pytest.raises(ConfigError, match=rf"`{re.escape('.'.join(where))}`: .*a path cannot be empty"):
+            load()
+
+
+def test_every_toml_block_of_the_configuration_reference_loads(tmp_path: Path) -> None:
+    blocks = re.findall(r"```toml\n(.*?)```", (DOCS / "configuration.md").read_text(), flags=re.S)
+    assert len(blocks) >= 5
+    for i, block in enumerate(blocks):
+        conf = tmp_path / f"block{i}.toml"
+        conf.write_text(block)
+        cfg = load_config(conf, environ={})
+        assert cfg.api.token_file is None and cfg.topology.static_file is None  # shown as ""

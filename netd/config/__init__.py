@@ -12,6 +12,7 @@ __all__, __getattr__, __dir__ = public_face(
     {
         "settings": ("DEFAULT_CONFIG_PATH", "Config", "load_config"),
         "files": ("NotARegularFile", "read_regular"),
+        "types": ("OptionalPath", "SetPath"),
         "bpf": ("BpfConfig",),
         "detect": ("LEVELS", "DetectConfig", "Level"),
         "nccl": ("NcclConfig", "default_socket_path"),

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netd.config.types import SetPath
+
 __all__ = ["BpfConfig"]
 
 
@@ -38,7 +40,7 @@ class BpfConfig(BaseModel):
     # Kernel run statistics (per-program run count and time) while netd runs. They cost every BPF
     # program on the host a clock read per run (tens of ns on a VM), so they are off by default.
     run_stats: bool = False
-    state_file: Path = Path("/run/netd/bpf-attachments.json")  # crash recovery of tc attachments
+    state_file: SetPath = Path("/run/netd/bpf-attachments.json")  # crash recovery of tc attachments
 
     @field_validator("interfaces")
     @classmethod

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netd.config.types import OptionalPath
+
 __all__ = ["NcclConfig", "default_socket_path"]
 
 ROOT_SOCKET = Path("/run/netd/nccl.sock")  # the plugin's default NETD_TUNER_SOCKET
@@ -30,14 +32,14 @@ class NcclConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True  # serve the plugin's socket and /v1/nccl
-    socket: Path | None = (
+    socket: OptionalPath = (
         None  # default: /run/netd/nccl.sock as root, else $XDG_RUNTIME_DIR/netd-<uid>/nccl.sock
     )
     socket_mode: int = Field(0o666, ge=0, le=0o777, description="permissions of the socket file")
     # netd that pins multi-node communicators (one per cluster, reachable from every host), e.g.
     # "http://fabric-01:9469"; empty: multi-node communicators keep NCCL's own tuning.
     pin_service: str = ""
-    pin_token_file: Path | None = (
+    pin_token_file: OptionalPath = (
         None  # bearer token for the pin service; default: api.token_file / NETD_API_TOKEN
     )
     pin_window: float = Field(

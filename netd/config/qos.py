@@ -7,11 +7,11 @@ hosts in the same ``scope`` (one ToR, or the whole fabric) have.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netd.config.types import OptionalPath
 from netd.vocabulary.qos_settings import QOS_SETTINGS, is_setting
 
 __all__ = ["QosConfig"]
@@ -28,8 +28,8 @@ class QosConfig(BaseModel):
     scope: Literal["tor", "fabric"] = "tor"  # where the majority is taken when expected does not say
     expected: dict[str, str] = Field(default_factory=dict)  # e.g. {trust = "dscp", pfc = "3"}
     ignore: tuple[str, ...] = ()  # settings never compared (e.g. "dcqcn.rp_ai_rate" during a rollout)
-    debugfs_root: Path | None = None  # default: <sysfs_root>/kernel/debug
-    configfs_root: Path | None = None  # default: <sysfs_root>/kernel/config
+    debugfs_root: OptionalPath = None  # default: <sysfs_root>/kernel/debug
+    configfs_root: OptionalPath = None  # default: <sysfs_root>/kernel/config
 
     @field_validator("expected", "ignore")
     @classmethod

@@ -7,10 +7,11 @@ docs/configuration.md and docs/service.md.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from netd.config.types import OptionalPath
 
 __all__ = ["ClusterConfig", "CongestionConfig", "SchedulerConfig", "TopologyConfig"]
 
@@ -25,11 +26,11 @@ class TopologyConfig(_Section):
     # running lldpd (lldpcli), else listening for LLDP frames on the RoCE netdevs (needs CAP_NET_RAW).
     lldp: Literal["auto", "lldpd", "frames", "file", "off"] = "auto"
     lldpcli: str = "lldpcli"
-    lldpd_socket: Path | None = None  # lldpd's control socket (lldpd -u); default: lldpd's own
-    lldp_file: Path | None = None  # `lldpcli -f json show neighbors details` output to read instead
+    lldpd_socket: OptionalPath = None  # lldpd's control socket (lldpd -u); default: lldpd's own
+    lldp_file: OptionalPath = None  # `lldpcli -f json show neighbors details` output to read instead
     # YAML fabric description (ToR -> spine uplinks, rails, ports LLDP cannot see); default on a
     # captured or emulated tree: <sysfs_root>/topology.yaml when present.
-    static_file: Path | None = None
+    static_file: OptionalPath = None
     refresh_interval: float = Field(30.0, ge=1, le=3600, description="seconds between topology refreshes")
     netns: str | None = None  # read netlink and LLDP frames inside this network namespace (lab hosts)
 

@@ -31,6 +31,7 @@ from netd.config.nccl import NcclConfig
 from netd.config.qos import QosConfig
 from netd.config.service import ClusterConfig, CongestionConfig, SchedulerConfig, TopologyConfig
 from netd.config.tuning import TuningConfig
+from netd.config.types import OptionalPath, SetPath
 from netd.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class EmulatorConfig(_Section):
     # Fabric time simulated per tick; counters are scaled up to the tick's wall time
     # so the emulator costs a few percent of a core (see docs/emulated-fabric.md).
     sim_ms_per_tick: float = Field(50.0, gt=0, le=1000)
-    state_dir: Path | None = None  # default: /run/netd/emulated as root, else a per-user temp dir
+    state_dir: OptionalPath = None  # default: /run/netd/emulated as root, else a per-user temp dir
     # The fabric simulation runs in a child process (netd.emulated.child) so that its numpy work
     # never holds the daemon's interpreter lock while the API answers; true keeps it in-process
     # (debugging, or code that reaches into the model).
@@ -87,7 +88,7 @@ class EmulatorConfig(_Section):
 class ApiConfig(_Section):
     # Bearer token for mutating endpoints (tuner apply/rollback, hint pins): the first line of this
     # file, or $NETD_API_TOKEN. Without one, mutating endpoints answer 403.
-    token_file: Path | None = None
+    token_file: OptionalPath = None
     # Host header names served besides IP literals, single-label names and the listen host (e.g. the
     # Service name kube-scheduler uses: netd-fabric.kube-system.svc); "*": any (netd.api.guard)
     allowed_hosts: tuple[str, ...] = ()
@@ -97,7 +98,7 @@ class Config(_Section):
     # mlx5 ethtool reads cost firmware commands (PPCNT per priority and group): keep >= 1 s on real hosts.
     interval: float = Field(1.0, ge=0.1, le=3600, description="seconds between ticks")
     listen: str = "127.0.0.1:9469"
-    sysfs_root: Path = Path("/sys")
+    sysfs_root: SetPath = Path("/sys")
     fabric: Literal["auto", "hardware", "emulated"] = "auto"
     host: str = ""  # host label; default: the machine's hostname
     rdma: RdmaConfig = RdmaConfig()

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from netd.config.types import OptionalPath
+
 __all__ = ["TuningConfig", "default_journal_dir"]
 
 
@@ -32,8 +34,8 @@ class TuningConfig(BaseModel):
     mode: Literal["off", "recommend", "apply"] = "recommend"
     interval: float = Field(30.0, ge=1, le=3600, description="seconds of signals per tuner decision")
     min_apply_interval: float = Field(300.0, ge=0, description="seconds between two applied changes")
-    state_dir: Path | None = None  # journal; default /var/lib/netd/tuning as root, else a per-user dir
-    debugfs_root: Path | None = None  # default: <sysfs_root>/kernel/debug
+    state_dir: OptionalPath = None  # journal; default /var/lib/netd/tuning as root, else a per-user dir
+    debugfs_root: OptionalPath = None  # default: <sysfs_root>/kernel/debug
     # Operator limits per tuner knob, [lo, hi] in device units, e.g. rp_ai_rate = [5, 80].
     bounds: dict[str, tuple[float, float]] = Field(default_factory=dict)
     # Knobs the tuner must not move. The switch's ECN settings are frozen by default: netd cannot
