@@ -308,8 +308,10 @@ class _Worker:
 
 def serve(fd: int) -> None:
     # Ctrl-C reaches the whole process group; the listener's process decides when workers stop
-    # (they leave when their socket closes), so an interrupt prints no traceback here
+    # (they leave when their socket closes), so an interrupt prints no traceback here. The same for a
+    # SIGHUP sent to the group: the daemon's reload, which would otherwise kill a worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _Worker(socket.socket(fileno=fd)).run()
 
 

@@ -180,6 +180,9 @@ def _serve(fabric: EmulatedFabric, requests: IO[str], replies: IO[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when we stop: see above
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # SIGHUP is the daemon's reload (`systemctl kill -s HUP`, `pkill -HUP netd`, a closed terminal reach
+    # the whole group): by default it would kill this process and leave the host without counters.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     spec = json.loads((sys.argv[1:] if argv is None else argv)[0])
     state_dir = Path(spec.pop("state_dir"))
     try:

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -25,22 +26,29 @@ from netd.api.problems import install_problem_handlers
 from netd.api.routes_scheduler import scheduler_router
 from netd.congestion.scheduling import NodeIndex, UnknownPolicy
 from netd.errors import NetdError
+from netd.sources.procfs import proc_stat
 from tests.api.conftest import serving
 from tests.api.test_extender import NAMES, cluster, pod
 
 
 def _gone(pid: int, within_s: float = 10.0) -> bool:
     deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+    while True:
+        st = proc_stat(pid)
+        if st is None or st.state == "Z":  # a zombie is gone too (its parent reaps it)
             return True
-        try:
-            with open(f"/proc/{pid}/stat") as f:  # a zombie is gone too (its parent reaps it)
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except OSError:  # reaped between the signal and the read
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _ignores(pid: int, *sigs: signal.Signals, within_s: float = 20.0) -> bool:
+    wanted = sum(1 << (sig - 1) for sig in sigs)
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        ignored = int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+        if ignored & wanted == wanted:
             return True
         time.sleep(0.05)
     return False
@@ -77,6 +85,25 @@ def test_killed_workers_are_replaced_and_every_request_answered(free_port):
         after = shared_pool().pids()
         assert not set(before) & set(after)
         assert all(_gone(pid) for pid in before)
+
+
+@pytest.mark.slow
+def test_workers_outlive_a_ctrl_c_or_a_reload_sent_to_the_group():
+    # A terminal's Ctrl-C and a SIGHUP for the daemon's reload (systemctl kill -s HUP, pkill -HUP) reach
+    # every process of the group: the listener decides when its workers stop.
+    pool = ExtenderPool()
+    pool.start()
+    try:
+        pids = pool.pids()
+        # a worker ignores them once it serves (the kernel's own record: SigIgn in /proc/<pid>/status)
+        assert all(_ignores(pid, signal.SIGINT, signal.SIGHUP) for pid in pids)
+        for sig in (signal.SIGINT, signal.SIGHUP):
+            for pid in pids:
+                os.kill(pid, sig)
+        assert not any(_gone(pid, 1.0) for pid in pids)
+        assert pool.pids() == pids
+    finally:
+        pool.close()
 
 
 @pytest.mark.slow

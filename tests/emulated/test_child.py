@@ -77,9 +77,10 @@ def test_close_ends_the_child_and_frees_the_state_dir(tmp_path: Path):
     second.close()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_ctrl_c_or_systemds_sigterm_to_the_group_does_not_kill_the_child(child: EmulatorProcess, sig):
-    os.kill(child._proc.pid, sig)  # a terminal's Ctrl-C, or systemd stopping the service's cgroup
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_ctrl_c_sigterm_or_sighup_to_the_group_does_not_kill_the_child(child: EmulatorProcess, sig):
+    # a terminal's Ctrl-C, systemd stopping the service's cgroup, or a reload sent to the whole group
+    os.kill(child._proc.pid, sig)
     child.advance(0.5)  # still answering: the daemon decides when it stops
 
 
