@@ -10,7 +10,7 @@ setup:  ## install Debian packages, link kernel headers for bcc, build the virtu
 	@bash .ci/setup-host
 
 run: setup  ## run the daemon (emulated fabric when there is no RDMA NIC); ARGS="--listen 0.0.0.0:9469"
-	$(PY) -m netd run $(ARGS)
+	$(PY) -m netd run --fabric auto $(ARGS)  # auto whatever an installed /etc/netd/netd.toml says
 
 test: setup lint  ## lint, types, the layer rule and the whole suite (root-only tests run as root, as CI is)
 	$(PY) -m pytest $(PYTEST)
