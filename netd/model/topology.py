@@ -27,7 +27,24 @@ __all__ = [
     "Switch",
     "Topology",
     "join_names",
+    "printable",
 ]
+
+
+def printable(text: str) -> str:
+    """``text`` with every control and format character (C0, DEL, C1, bidi overrides) written as a
+    ``\\xNN`` or ``\\uNNNN`` escape. LLDP names come from whatever sends frames on the link: printed
+    as they are, an escape sequence in a switch's System Name would drive the terminal of the operator
+    running ``netd status`` (clear it, retitle it, hide lines). The same bytes always give the same
+    name, so a ToR is still one ToR across hosts."""
+    if text.isprintable():  # the common case, at C speed (spaces count as printable)
+        return text
+    return "".join(c if c.isprintable() or c == " " else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def join_names(names: Iterable[str]) -> str:
@@ -53,6 +70,15 @@ class LldpNeighbor:
     # through FCS, the neighbour's port accepts. None when the neighbour does not send it (lldpd on
     # Linux never does: there is no MFS to read from the kernel, only the MTU).
     max_frame_size: int | None = None
+
+    def __post_init__(self) -> None:
+        # Every text field came off the wire (or through lldpd, which relays it): see printable().
+        for name in ("chassis_name", "chassis_id", "port_id", "port_descr", "system_descr"):
+            value = getattr(self, name)
+            if value is not None and not value.isprintable():
+                object.__setattr__(self, name, printable(value))
+        if not all(a.isprintable() for a in self.mgmt_addresses):
+            object.__setattr__(self, "mgmt_addresses", tuple(printable(a) for a in self.mgmt_addresses))
 
     @property
     def switch(self) -> str | None:

@@ -3,6 +3,7 @@ tests/integration/test_lldp_netns.py)."""
 
 from __future__ import annotations
 
+import pytest
 from scapy.contrib import lldp as L
 from scapy.layers.l2 import Ether
 
@@ -18,7 +19,7 @@ def _mgmt(subtype: int, address: bytes) -> L.LLDPDUManagementAddress:
     )
 
 
-def _frame(port_subtype: int = 5, with_name: bool = True) -> bytes:
+def _frame(port_subtype: int = 5, with_name: bool = True, name: bytes = b"leaf-r0-p1") -> bytes:
     pkt = (
         Ether(dst="01:80:c2:00:00:0e", src="b8:59:9f:10:00:01", type=0x88CC)
         / L.LLDPDUChassisID(subtype=4, id=bytes.fromhex("b8599f100001"))
@@ -26,7 +27,7 @@ def _frame(port_subtype: int = 5, with_name: bool = True) -> bytes:
         / L.LLDPDUTimeToLive(ttl=120)
     )
     if with_name:
-        pkt = pkt / L.LLDPDUSystemName(system_name=b"leaf-r0-p1")
+        pkt = pkt / L.LLDPDUSystemName(system_name=name)
     pkt = (
         pkt
         / L.LLDPDUPortDescription(description=b"gpu-017:ens1f0np0")
@@ -106,3 +107,24 @@ def test_no_maximum_frame_size_tlv_is_none_not_zero():
     assert n is not None and n.max_frame_size is None
     plain = parse_lldp_frame(_frame(), "ens1f0np0")
     assert plain is not None and plain.max_frame_size is None
+
+
+# What a terminal would do with them: clear the screen, retitle the window, ring, return to the line's
+# start (and overwrite it), reverse the text that follows.
+HOSTILE = [
+    (b"leaf\x1b[2J\x1b[H", "leaf\\x1b[2J\\x1b[H"),
+    (b"leaf\x1b]0;owned\x07", "leaf\\x1b]0;owned\\x07"),
+    (b"leaf-r0-p1\rgood-switch", "leaf-r0-p1\\x0dgood-switch"),
+    ("leaf\u202e1p-0r".encode(), "leaf\\u202e1p-0r"),
+    ("leaf-\u4ea4\u6362\u673a".encode(), "leaf-\u4ea4\u6362\u673a"),  # printable non-ASCII stays
+]
+
+
+@pytest.mark.parametrize(("sent", "named"), HOSTILE)
+def test_control_characters_in_a_switch_name_are_escaped(sent: bytes, named: str) -> None:
+    # Anything on the link can send LLDP: its System Name reaches netd status, the anomaly tables and
+    # every label. The same bytes must give the same name on every host (one ToR stays one ToR).
+    n = parse_lldp_frame(_frame(name=sent), "ens1f0np0")
+    assert n is not None and n.switch == named and named.isprintable()
+    again = parse_lldp_frame(_frame(name=sent), "ens1f1np1")
+    assert again is not None and again.switch == n.switch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -92,3 +93,19 @@ def test_runner_parses_what_lldpcli_prints(tmp_path):
     src = LldpcliSource(str(fake))
     assert [n.interface for n in src.read()] == ["tvb", "tvb2"] and src.available()
     assert os.path.basename(src.command()[0]) == "lldpcli"
+
+
+def test_control_characters_relayed_by_lldpd_are_escaped() -> None:
+    # lldpd relays what it heard: JSON escapes the bytes (\u001b), json.loads gives them back.
+    doc = {
+        "lldp": {
+            "interface": {
+                "ens1f0np0": {
+                    "chassis": {"tor\u001b[2J": {"id": {"type": "mac", "value": "aa:bb:cc:dd:ee:ff"}}},
+                    "port": {"id": {"type": "ifname", "value": "Eth1/1\u0007"}, "descr": "x\u009b31m"},
+                }
+            }
+        }
+    }
+    (n,) = parse_lldpcli_json(json.dumps(doc))
+    assert (n.switch, n.switch_port, n.port_descr) == ("tor\\x1b[2J", "Eth1/1\\x07", "x\\x9b31m")
