@@ -11,7 +11,7 @@ __all__, __getattr__, __dir__ = public_face(
     __name__,
     {
         "settings": ("DEFAULT_CONFIG_PATH", "Config", "load_config"),
-        "files": ("NotARegularFile", "read_regular"),
+        "files": ("NotARegularFile", "per_user_dir", "read_regular"),
         "types": ("OptionalPath", "SetPath"),
         "bpf": ("BpfConfig",),
         "detect": ("LEVELS", "DetectConfig", "Level"),

@@ -1,4 +1,5 @@
-"""Files an operator names: the configuration, the API token, a topology file.
+"""Files an operator names (the configuration, the API token, a topology file), and the per-user
+directory of a netd that does not run as root.
 
 Each is read whole, and only when it is a regular file. It is opened non-blocking: a FIFO at the path
 (planted, or left by a tool) would otherwise block ``open()`` until a writer came. That happens at
@@ -12,9 +13,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
-__all__ = ["NotARegularFile", "read_regular"]
+from netd.errors import ConfigError
+
+__all__ = ["NotARegularFile", "per_user_dir", "read_regular"]
 
 # O_NONBLOCK: regular files ignore it; a FIFO opens at once (and is refused below) instead of waiting.
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
@@ -42,3 +46,33 @@ def read_regular(path: Path | str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def per_user_dir(xdg_variable: str, uid: int | None = None) -> Path:
+    """``$<xdg_variable>/netd-<uid>``, else ``<temporary directory>/netd-<uid>``: where a netd that does
+    not run as root keeps its NCCL socket, tuning journal and emulated fabric. Made 0700 when missing,
+    and refused unless it is a directory of this user's that nobody else may enter: in a shared
+    ``/tmp`` anyone can make that name first (or a link by it), then serve the socket NCCL connects to
+    or rewrite the journal and the counters netd reads (tmux checks its ``/tmp/tmux-<uid>`` the same
+    way)."""
+    uid = os.getuid() if uid is None else uid
+    path = Path(os.environ.get(xdg_variable) or tempfile.gettempdir()) / f"netd-{uid}"
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConfigError(f"cannot make netd's directory {path}: {exc.strerror or exc}") from exc
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        problem = "a link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+    elif st.st_uid != uid:
+        problem = f"owned by uid {st.st_uid}"
+    elif st.st_mode & 0o077:
+        problem = f"open to others (mode {stat.S_IMODE(st.st_mode):o})"
+    else:
+        return path
+    raise ConfigError(
+        f"{path} is {problem}, not a private directory of uid {uid}: remove it, or set ${xdg_variable} "
+        "to a directory of your own"
+    )

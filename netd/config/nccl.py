@@ -8,12 +8,12 @@ and pins are decided before the earliest; ``pin_window`` and ``pin_timeout`` are
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from netd.config.files import per_user_dir
 from netd.config.types import OptionalPath
 
 __all__ = ["NcclConfig", "default_socket_path"]
@@ -24,8 +24,7 @@ ROOT_SOCKET = Path("/run/netd/nccl.sock")  # the plugin's default NETD_TUNER_SOC
 def default_socket_path() -> Path:
     if os.geteuid() == 0:
         return ROOT_SOCKET
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"netd-{os.getuid()}" / "nccl.sock"
+    return per_user_dir("XDG_RUNTIME_DIR") / "nccl.sock"
 
 
 class NcclConfig(BaseModel):

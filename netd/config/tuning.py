@@ -8,12 +8,12 @@ where the knob table lives.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from netd.config.files import per_user_dir
 from netd.config.types import OptionalPath
 
 __all__ = ["TuningConfig", "default_journal_dir"]
@@ -22,8 +22,7 @@ __all__ = ["TuningConfig", "default_journal_dir"]
 def default_journal_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/var/lib/netd/tuning")
-    base = os.environ.get("XDG_STATE_HOME") or tempfile.gettempdir()
-    return Path(base) / f"netd-{os.getuid()}" / "tuning"
+    return per_user_dir("XDG_STATE_HOME") / "tuning"
 
 
 class TuningConfig(BaseModel):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 from cc.model.params import DcqcnParams
 from cc.sim.fabric import Fabric, FabricConfig, PortDeltas
 from cc.sim.workload import PhaseSource
+from netd.config.files import per_user_dir
 from netd.emulated.cc_params import cc_params_dir, read_params
 from netd.emulated.cc_params import render as render_cc_params
 from netd.emulated.fabric_topology import render_topology
@@ -65,8 +65,7 @@ class FabricHook(Protocol):
 def default_state_dir() -> Path:
     if os.geteuid() == 0:
         return Path("/run/netd/emulated")
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"netd-{os.getuid()}" / "emulated"
+    return per_user_dir("XDG_RUNTIME_DIR") / "emulated"
 
 
 def host_root(state_dir: Path, host: int, n_hosts: int) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from netd.config.nccl import ROOT_SOCKET, default_socket_path
@@ -16,13 +18,19 @@ def test_defaults():
     assert n.socket_path() == default_socket_path()
 
 
-def test_root_default_socket_is_the_plugins_default(monkeypatch):
+def test_root_default_socket_is_the_plugins_default(monkeypatch, tmp_path):
     monkeypatch.setattr("os.geteuid", lambda: 0)
     assert default_socket_path() == ROOT_SOCKET
+    mine = tmp_path / "netd-1000"  # as user 1000's session would hold it: theirs, private
+    mine.mkdir(mode=0o700)
+    try:
+        os.chown(mine, 1000, 1000)
+    except PermissionError:
+        pytest.skip("only root can give a directory to user 1000")
     monkeypatch.setattr("os.geteuid", lambda: 1000)
     monkeypatch.setattr("os.getuid", lambda: 1000)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
-    assert str(default_socket_path()) == "/run/user/1000/netd-1000/nccl.sock"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert default_socket_path() == mine / "nccl.sock"
 
 
 def test_environment_overrides():
