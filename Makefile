@@ -60,6 +60,9 @@ install:  ## package, units, default config, plugin, docs into $(DESTDIR); e.g. 
 	for f in netd.toml fabric.toml; do \
 		[ -e $(DESTDIR)$(SYSCONFDIR)/netd/$$f ] || install -m 0644 deploy/$$f $(DESTDIR)$(SYSCONFDIR)/netd/$$f; \
 	done
+	@# the eBPF programs' C, compiled by bcc at start ([bpf]) and by the lab: netd looks for them beside
+	@# its packages (netd.sources.bpf_layout.EBPF_DIR)
+	install -D -m 0644 -t $(DESTDIR)$(PYDIR)/ebpf ebpf/*.c ebpf/*.h
 	$(MAKE) -C nccl_plugin install DESTDIR=$(DESTDIR) LIBDIR=$(LIBDIR)
 	install -D -m 0644 -t $(DESTDIR)$(DATADIR)/dashboards dashboards/*.json
 	install -D -m 0644 -t $(DESTDIR)$(DATADIR)/dashboards/rules dashboards/rules/*.yml

@@ -18,6 +18,7 @@ from typing import Any
 from netd.errors import LabError, SourceError
 from netd.lab.layout import IFINDEX_BASE, MAX_PORTS, LabLayout, Port
 from netd.sources.bpf_btf import load_btf
+from netd.sources.bpf_layout import EBPF_DIR
 from netd.sources.bpf_tc import add_bpf_filter, ensure_clsact
 
 __all__ = [
@@ -38,9 +39,9 @@ _TRACEFS = Path("/sys/kernel/tracing")
 
 
 def ebpf_source() -> Path:
-    path = Path(__file__).resolve().parents[2] / "ebpf" / "lab_switch.c"
+    path = EBPF_DIR / "lab_switch.c"  # beside the packages: in a checkout, or where make install puts it
     if not path.is_file():
-        raise LabError(f"{path} is missing: the lab needs netd's source tree (ebpf/)")
+        raise LabError(f"{path} is missing: the lab needs netd's eBPF sources (ebpf/ of a checkout)")
     return path
 
 

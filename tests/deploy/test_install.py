@@ -90,6 +90,77 @@ def test_the_installed_package_runs_from_its_own_directory(destdir: Path, tmp_pa
     assert version.returncode == 0 and version.stdout.strip() == f"netd {__version__}"
 
 
+def test_the_installed_package_finds_its_ebpf_sources(destdir: Path, tmp_path: Path):
+    # bcc compiles the probes from their C at start ([bpf] enabled), the lab its switch: both look for
+    # them beside the packages, where an installed netd has them only if make install put them there.
+    pydir = destdir / "usr/lib/netd/python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(pydir)}
+    code = "from netd.sources.bpf_layout import EBPF_DIR; print(EBPF_DIR)"
+    where = Path(
+        subprocess.run(
+            [sys.executable, "-P", "-c", code],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    assert where.is_relative_to(pydir)
+    shipped = sorted(p.name for p in (REPO / "ebpf").iterdir() if p.suffix in (".c", ".h"))
+    assert "roce_parser.c" in shipped and "lab_switch.c" in shipped
+    assert sorted(p.name for p in where.iterdir()) == shipped
+
+
+def _containerfile_copies() -> list[tuple[list[str], str]]:
+    """The build stage's ``COPY <source>... <destination>`` lines (none ``--from`` another stage)."""
+    text = (REPO / "deploy/Containerfile").read_text()
+    build = text.split("\nFROM ", 2)[1]  # the first stage, up to the second FROM
+    out = []
+    for line in build.splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            *sources, destination = line.split()[1:]
+            out.append((sources, destination))
+    return out
+
+
+def test_the_containerfile_copies_all_that_make_install_needs(tmp_path: Path):
+    # The image is built from what the Containerfile copies, not from a checkout: install from a
+    # directory holding exactly that, as its build stage does.
+    copies = _containerfile_copies()
+    assert copies and all(d.startswith("/src") for _, d in copies)
+    src = tmp_path / "src"
+    for sources, destination in copies:
+        target = src / destination.removeprefix("/src").lstrip("/")
+        for source in sources:
+            origin = REPO / source
+            if origin.is_dir():
+                shutil.copytree(origin, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy(origin, target / origin.name)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-C",
+            str(src),
+            "install",
+            f"DESTDIR={out}",
+            f"INSTALL_PY={sys.executable}",
+            "PIP_INSTALL_ARGS=--no-deps --no-index",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    for rel in ("usr/bin/netd", "usr/lib/netd/python/netd/cli.py", "usr/lib/netd/python/ebpf/roce_parser.c"):
+        assert (out / rel).is_file(), rel
+    assert (out / f"usr/lib/{MULTIARCH}/libnccl-tuner-netd.so").is_file()
+
+
 def test_the_wrapper_points_at_the_fhs_directory(destdir: Path):
     text = (destdir / "usr/bin/netd").read_text()
     assert text.startswith("#!/bin/sh\n")
