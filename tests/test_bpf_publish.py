@@ -38,6 +38,7 @@ from netd.model.bpf import (
 from netd.model.snapshot import Snapshot
 from netd.series.tracker import SeriesTracker
 from netd.sources.bpf import BpfSettings, FakeBpfSource, UnavailableBpfSource
+from netd.sources.bpf_layout import EBPF_DIR
 from netd.sources.bpf_probes import Environment
 from netd.sources.collect import Sampler
 
@@ -357,6 +358,24 @@ def test_check_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     lines, failed = bpf_check(cfg)
     assert failed and ("FAIL", "bpf privileges", "needs root (CAP_SYS_ADMIN)") in lines
     assert ("absent", "bpf interface eth0", "cannot look it up without privileges") in lines
+
+
+def test_check_names_the_program_sources_it_cannot_find(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import netd.commands.bpf_check as check
+
+    monkeypatch.setattr(check, "probe_environment", lambda: _environment(("needs root (CAP_SYS_ADMIN)",)))
+    lines, _ = bpf_check(load_config(None, environ={}))
+    assert ("ok", "bpf sources", str(EBPF_DIR)) in lines  # this checkout's ebpf/
+    (tmp_path / "roce_parser.c").write_text("")  # an install that shipped one file of five
+    monkeypatch.setattr(check, "EBPF_DIR", tmp_path)
+    missing = "pfc_counter.c, tcp_retrans.c, rdma_events.c, netd_bpf.h"
+    want = f"{tmp_path}: no {missing} (make install puts them there)"
+    lines, failed = bpf_check(load_config(None, environ={}))
+    assert ("absent", "bpf sources", want) in lines and not failed
+    lines, failed = bpf_check(load_config(None, environ={"NETD_BPF_ENABLED": "true"}))
+    assert ("FAIL", "bpf sources", want) in lines and failed
 
 
 def test_probe_state_helpers() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from netd.config.settings import Config
 from netd.errors import SourceError
+from netd.sources.bpf_layout import EBPF_DIR, MAPS
 from netd.sources.bpf_probes import Environment, plan_rdma, plan_tcp, probe_environment
 from netd.sources.bpf_tc import Interface, read_owner, resolve
 
@@ -70,6 +71,14 @@ def bpf_check(cfg: Config) -> tuple[list[Line], bool]:
             if env.btf
             else "no /sys/kernel/btf/vmlinux: no fexit fallback",
         )
+    )
+    # bcc compiles the programs from their C at start: an install without them has nothing to load
+    missing = [name for name in (*MAPS, "netd_bpf.h") if not (EBPF_DIR / name).is_file()]
+    failed |= b.enabled and bool(missing)
+    lines.append(
+        (bad, "bpf sources", f"{EBPF_DIR}: no {', '.join(missing)} (make install puts them there)")
+        if missing
+        else ("ok", "bpf sources", str(EBPF_DIR))
     )
     no_tracefs = "not mounted: no tracepoints (mount -t tracefs tracefs /sys/kernel/tracing)"
     lines.append(("ok" if env.tracefs else "absent", "bpf tracefs", str(env.tracefs or no_tracefs)))
