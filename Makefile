@@ -9,8 +9,9 @@ PYTEST ?= -q
 setup:  ## install Debian packages, link kernel headers for bcc, build the virtualenv
 	@bash .ci/setup-host
 
+# --fabric auto: trying netd must not depend on an installed /etc/netd/netd.toml (which says "hardware")
 run: setup  ## run the daemon (emulated fabric when there is no RDMA NIC); ARGS="--listen 0.0.0.0:9469"
-	$(PY) -m netd run --fabric auto $(ARGS)  # auto whatever an installed /etc/netd/netd.toml says
+	$(PY) -m netd run --fabric auto $(ARGS)
 
 test: setup lint  ## lint, types, the layer rule and the whole suite (root-only tests run as root, as CI is)
 	$(PY) -m pytest $(PYTEST)
