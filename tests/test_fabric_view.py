@@ -151,6 +151,41 @@ def test_client_errors_are_source_errors(fake):
         html.query("up")
 
 
+def _answering(doc: object) -> PrometheusClient:
+    return PrometheusClient(
+        "http://p", transport=httpx.MockTransport(lambda r: httpx.Response(200, json=doc))
+    )
+
+
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        ([], "JSON that is not an object"),  # another API, or a proxy's, at the configured address
+        ("up", "JSON that is not an object"),
+        ({"status": "success", "data": []}, "returned None, not a vector"),
+        ({"status": "success", "data": {"resultType": "vector", "result": {"a": 1}}}, "not a vector"),
+    ],
+)
+def test_answers_of_the_wrong_shape_are_source_errors(doc: object, why: str) -> None:
+    # the client's promise: whatever comes back, a SourceError naming the query (an AttributeError
+    # told the operator nothing)
+    with pytest.raises(SourceError, match=why):
+        _answering(doc).query("up")
+
+
+def test_malformed_samples_are_skipped_and_the_rest_kept() -> None:
+    good = {"metric": {"host": "h1"}, "value": [0, "2"]}
+    result = [
+        {"metric": [1], "value": [0, "1"]},
+        "x",
+        {"value": [0, "NaN"]},
+        {"metric": None, "value": [0]},
+        good,
+    ]
+    doc = {"status": "success", "data": {"resultType": "vector", "result": result}}
+    assert _answering(doc).query("up") == [({"host": "h1"}, 2.0)]
+
+
 def test_names_and_literals():
     assert kube_label_name("scheduling.x-k8s.io/pod-group") == "label_scheduling_x_k8s_io_pod_group"
     assert promql_string('a"b\\c') == '"a\\"b\\\\c"'

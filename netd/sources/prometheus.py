@@ -61,20 +61,28 @@ class PrometheusClient:
             doc = resp.json()
         except ValueError as exc:
             raise SourceError(_SOURCE, f"{self.url} answered HTTP {resp.status_code} without JSON") from exc
+        if not isinstance(doc, dict):  # a proxy's page, or another API at this address
+            raise SourceError(
+                _SOURCE, f"{self.url} answered HTTP {resp.status_code} with JSON that is not an object"
+            )
         if resp.status_code != 200 or doc.get("status") != "success":
             why = doc.get("error") or f"HTTP {resp.status_code}"
             raise SourceError(_SOURCE, f"query {promql!r} failed: {why}")
-        data = doc.get("data") or {}
-        if data.get("resultType") != "vector":
-            raise SourceError(_SOURCE, f"query {promql!r} returned {data.get('resultType')}, not a vector")
+        data = doc.get("data")
+        kind = data.get("resultType") if isinstance(data, dict) else None
+        result = data.get("result") if isinstance(data, dict) else None
+        if kind != "vector" or not isinstance(result, list):
+            raise SourceError(_SOURCE, f"query {promql!r} returned {kind}, not a vector")
         out: list[Sample] = []
-        for item in data.get("result") or ():
+        for item in result:  # a malformed sample is skipped, as one with a non-finite value is
             try:
                 value = float(item["value"][1])
-            except (KeyError, IndexError, TypeError, ValueError):
+                metric = item.get("metric") or {}
+                labels = {str(k): str(v) for k, v in metric.items()}
+            except (AttributeError, KeyError, IndexError, TypeError, ValueError):
                 continue
             if math.isfinite(value):
-                out.append(({str(k): str(v) for k, v in (item.get("metric") or {}).items()}, value))
+                out.append((labels, value))
         self.last_failure = None
         return out
 
