@@ -39,13 +39,22 @@ def test_the_temporary_directory_without_the_variable(
     assert per_user_dir("XDG_STATE_HOME", ME) == tmp_path / f"netd-{ME}"
 
 
+def test_ours_but_readable_by_others_is_closed(base: Path) -> None:
+    # what an older netd left: made with the umask's mode; nobody else could write into it
+    ours = base / f"netd-{ME}"
+    ours.mkdir()
+    ours.chmod(0o755)
+    assert per_user_dir("XDG_RUNTIME_DIR", ME) == ours
+    assert stat.S_IMODE(os.lstat(ours).st_mode) == 0o700
+
+
 @pytest.mark.parametrize("made_by_someone_else", ["open to all", "a link", "a file", "another owner"])
 def test_a_name_taken_first_is_refused(base: Path, made_by_someone_else: str) -> None:
     planted = base / f"netd-{ME}"
-    if made_by_someone_else == "open to all":
+    if made_by_someone_else == "open to all":  # ours, but anyone could have put a socket in it
         planted.mkdir()
         planted.chmod(0o1777)
-        why = "open to others (mode 1777)"
+        why = "writable by others (mode 1777)"
     elif made_by_someone_else == "a link":
         (base / "elsewhere").mkdir(mode=0o700)
         planted.symlink_to(base / "elsewhere")

@@ -51,10 +51,11 @@ def read_regular(path: Path | str) -> bytes:
 def per_user_dir(xdg_variable: str, uid: int | None = None) -> Path:
     """``$<xdg_variable>/netd-<uid>``, else ``<temporary directory>/netd-<uid>``: where a netd that does
     not run as root keeps its NCCL socket, tuning journal and emulated fabric. Made 0700 when missing,
-    and refused unless it is a directory of this user's that nobody else may enter: in a shared
+    and refused unless it is a directory of this user's that nobody else may write to: in a shared
     ``/tmp`` anyone can make that name first (or a link by it), then serve the socket NCCL connects to
-    or rewrite the journal and the counters netd reads (tmux checks its ``/tmp/tmux-<uid>`` the same
-    way)."""
+    or rewrite the journal and the counters netd reads (tmux refuses its ``/tmp/tmux-<uid>`` on the
+    same grounds). One that others may only read (an older netd's, made with the umask's 0755) is
+    closed to 0700."""
     uid = os.getuid() if uid is None else uid
     path = Path(os.environ.get(xdg_variable) or tempfile.gettempdir()) / f"netd-{uid}"
     try:
@@ -68,9 +69,13 @@ def per_user_dir(xdg_variable: str, uid: int | None = None) -> Path:
         problem = "a link" if stat.S_ISLNK(st.st_mode) else "not a directory"
     elif st.st_uid != uid:
         problem = f"owned by uid {st.st_uid}"
-    elif st.st_mode & 0o077:
-        problem = f"open to others (mode {stat.S_IMODE(st.st_mode):o})"
+    elif st.st_mode & 0o022:  # others could have put anything in it: nothing there can be trusted
+        problem = f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
     else:
+        if st.st_mode & 0o077:
+            # Ours, readable by others (an older netd made it with the umask's 0755): nobody else could
+            # add or replace anything in it, so closing it is enough.
+            os.chmod(path, 0o700)
         return path
     raise ConfigError(
         f"{path} is {problem}, not a private directory of uid {uid}: remove it, or set ${xdg_variable} "
