@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-__all__ = ["wait_running_fast_path"]
+__all__ = ["before_tick", "wait_running_fast_path"]
 
 log = logging.getLogger("netd.anomalies")
 
@@ -25,6 +25,12 @@ def _asked(interval: Callable[[], float]) -> float:
     except Exception:
         log.exception("fast-path interval failed; sampling at ticks only until the next tick")
         return 0.0
+
+
+def before_tick(slot: float, until: float, step: float) -> bool:
+    """Whether a sample due at ``slot`` is taken before the tick at ``until``: the last slot, within
+    half an interval of the tick, is the tick's (a sample there would mostly repeat it)."""
+    return slot <= until - step / 2
 
 
 def wait_running_fast_path(
@@ -42,7 +48,7 @@ def wait_running_fast_path(
     step = _asked(interval)
     if step > 0:
         slot = clock() + step
-        while slot <= until - step / 2:
+        while before_tick(slot, until, step):
             if stop.wait(max(0.0, slot - clock())):
                 return True
             try:

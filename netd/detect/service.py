@@ -24,6 +24,7 @@ from netd.config.detect import DetectConfig
 from netd.config.settings import Config
 from netd.congestion.scorer import CongestionReport
 from netd.detect.engine import DetectionEngine
+from netd.detect.fast_wait import before_tick
 from netd.detect.feed import DetectFeed
 from netd.detect.findings import AnomalyState, FindingEvent
 from netd.detect.inputs import DetectInput, LinkChange, PortCongestion
@@ -375,7 +376,9 @@ def fast_path_gaps(d: DetectConfig, tick_s: float) -> list[str]:
     most = round(tick_s * 2 / 3, 3)
     out = []
     for key, value in (("fast_interval", d.fast_interval), ("fast_calm_interval", d.fast_calm_interval)):
-        if tick_s > value and value * 1.5 > tick_s and (key == "fast_interval" or value > d.fast_interval):
+        # the first slot after a tick, one interval on: taken only if it falls before the next tick
+        samples = before_tick(value, tick_s, value)
+        if tick_s > value and not samples and (key == "fast_interval" or value > d.fast_interval):
             out.append(
                 f"[detect] {key} = {value:g} s takes no fast-path sample between ticks every {tick_s:g} s "
                 f"(a sample must fall at least half an interval before the next tick); use at most {most:g} s"

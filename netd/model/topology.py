@@ -39,7 +39,7 @@ def printable(text: str) -> str:
     name, so a ToR is still one ToR across hosts."""
     if text.isprintable():  # the common case, at C speed (spaces count as printable)
         return text
-    return "".join(c if c.isprintable() or c == " " else _escape(c) for c in text)
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
 
 
 def _escape(c: str) -> str:
@@ -75,10 +75,9 @@ class LldpNeighbor:
         # Every text field came off the wire (or through lldpd, which relays it): see printable().
         for name in ("chassis_name", "chassis_id", "port_id", "port_descr", "system_descr"):
             value = getattr(self, name)
-            if value is not None and not value.isprintable():
+            if value is not None:
                 object.__setattr__(self, name, printable(value))
-        if not all(a.isprintable() for a in self.mgmt_addresses):
-            object.__setattr__(self, "mgmt_addresses", tuple(printable(a) for a in self.mgmt_addresses))
+        object.__setattr__(self, "mgmt_addresses", tuple(map(printable, self.mgmt_addresses)))
 
     @property
     def switch(self) -> str | None:

@@ -166,10 +166,10 @@ class PreadCache:
     ) -> None:
         self._source = source
         self._fds: dict[str, int] = {}
-        self._dirs: dict[str, int] = {}  # directory path -> kept descriptor (openat past the budget)
-        # directory path -> (st_dev, st_ino) of its kept descriptor, taken when it was opened: an open
-        # descriptor's identity never changes, so verifying a kept directory needs no fstat of it
-        self._dir_ids: dict[str, tuple[int, int]] = {}
+        # directory path -> its kept descriptor (openat past the budget) and that descriptor's
+        # (st_dev, st_ino), taken when it was opened: an open descriptor's identity never changes, so
+        # verifying a kept directory needs no fstat of it
+        self._dirs: dict[str, tuple[int, tuple[int, int]]] = {}
         self._max_open = max_open
         self._max_dirs = max_dirs
         self._verify = verify
@@ -290,11 +290,12 @@ class PreadCache:
         """A kept descriptor of directory ``path`` (opened now when there is room), or None: then its
         files are opened by full path. With ``verify``, a kept one whose path now names another
         directory (replaced by rename) or nothing is closed first."""
-        dfd = self._dirs.get(path)
-        if dfd is not None and self._verify:
+        kept = self._dirs.get(path)
+        dfd = None if kept is None else kept[0]
+        if kept is not None and self._verify:
             try:
                 st = os.stat(path)
-                same = (st.st_dev, st.st_ino) == self._dir_ids.get(path)
+                same = (st.st_dev, st.st_ino) == kept[1]
             except OSError:
                 same = False
             if not same:
@@ -311,7 +312,7 @@ class PreadCache:
             except OSError:
                 os.close(dfd)
                 return None
-            self._dirs[path], self._dir_ids[path] = dfd, (st.st_dev, st.st_ino)
+            self._dirs[path] = (dfd, (st.st_dev, st.st_ino))
             self.opens += 1
         return dfd
 
@@ -352,8 +353,7 @@ class PreadCache:
                 pass
 
     def _close_dir(self, path: str) -> None:
-        self._dir_ids.pop(path, None)
-        os.close(self._dirs.pop(path))
+        os.close(self._dirs.pop(path)[0])
 
     def __del__(self) -> None:  # best effort; the daemon calls close() explicitly
         try:
