@@ -112,6 +112,35 @@ def test_the_installed_package_finds_its_ebpf_sources(destdir: Path, tmp_path: P
     assert sorted(p.name for p in where.iterdir()) == shipped
 
 
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="loading BPF programs needs root")
+def test_bcc_compiles_and_loads_the_packet_programs_of_the_installed_tree(destdir: Path, tmp_path: Path):
+    # The installed netd's own loader, from the installed directory, through the real compiler and the
+    # kernel's verifier: what `[bpf] enabled` does at start on a host that ran make install.
+    pytest.importorskip("bcc")
+    pydir = destdir / "usr/lib/netd/python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(pydir)}
+    code = (
+        "from netd.sources.bpf import BpfSettings\n"
+        "from netd.sources.bpf_bcc import compile_program\n"
+        "from netd.sources.bpf_layout import EBPF_DIR, PROGRAMS\n"
+        "print(EBPF_DIR)\n"
+        "for c_file, hooks in PROGRAMS.items():\n"
+        "    bpf = compile_program(c_file, BpfSettings().cflags()[c_file])\n"
+        "    for name in hooks.values():\n"
+        "        bpf.load_func(name.encode(), bpf.SCHED_CLS)\n"
+        "    bpf.cleanup()\n"
+        "    print(c_file, 'loaded')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    where, *loaded = done.stdout.split("\n")
+    assert Path(where).is_relative_to(pydir)
+    assert [line for line in loaded if line] == ["roce_parser.c loaded", "pfc_counter.c loaded"]
+
+
 def _containerfile_copies() -> list[tuple[list[str], str]]:
     """The build stage's ``COPY <source>... <destination>`` lines (none ``--from`` another stage)."""
     text = (REPO / "deploy/Containerfile").read_text()
