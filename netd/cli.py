@@ -70,14 +70,29 @@ BENCHES: tuple[str, ...] = (
 )
 
 
-def positive_seconds(text: str) -> float:
-    """An argparse type: a number of seconds > 0 (a clear usage error instead of a traceback later)."""
+def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0 or value == float("inf"):
+    if value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds > 0 (a clear usage error instead of a traceback later)."""
+    value = _seconds(text)
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
+
+
+def non_negative_seconds(text: str) -> float:
+    """An argparse type: a number of seconds >= 0 (0 turns the thing off)."""
+    value = _seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or a positive number of seconds")
     return value
 
 
@@ -132,6 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
     common_options(run)
     run.add_argument(
         "--interval", type=positive_seconds, metavar="SECONDS", help="seconds between ticks (default 1)"
+    )
+    run.add_argument(
+        "--calm-interval",
+        dest="calm_interval",
+        type=non_negative_seconds,
+        metavar="SECONDS",
+        help="seconds between ticks while the host is calm: no congestion, pause or loss signal, no "
+        "open finding (default 2; 0: every --interval always)",
     )
     run.add_argument(
         "--fabric",
@@ -214,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace) -> Config:
     skip = getattr(args, "not_config", ())
     overrides: dict[str, Any] = {}
-    for key in ("listen", "interval", "fabric", "sysfs_root"):
+    for key in ("listen", "interval", "calm_interval", "fabric", "sysfs_root"):
         value = getattr(args, key, None)
         if value is not None and key not in skip:
             overrides[key] = value

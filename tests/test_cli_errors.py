@@ -54,6 +54,23 @@ def test_intervals_must_be_positive_seconds(tmp_path, capsys, value):
     assert "--interval" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "later"])
+def test_a_calm_interval_must_be_zero_or_positive_seconds(tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--sysfs-root", str(tmp_path), "--calm-interval", value])
+    assert done.value.code == 2
+    assert "--calm-interval" in capsys.readouterr().err
+
+
+def test_a_calm_interval_from_the_command_line_reaches_the_configuration(tmp_path):
+    from netd.cli import _config, build_parser
+
+    args = build_parser().parse_args(["run", "--sysfs-root", str(tmp_path), "--calm-interval", "0"])
+    assert _config(args).calm_interval == 0.0
+    args = build_parser().parse_args(["run", "--sysfs-root", str(tmp_path)])
+    assert _config(args).calm_interval == 2.0  # the default when neither flag nor file says
+
+
 def test_a_config_file_in_utf16_is_a_one_line_error(tmp_path, capsys):
     config = tmp_path / "netd.toml"
     config.write_bytes("interval = 2\n".encode("utf-16"))

@@ -149,6 +149,12 @@ netd_ticks_late_total 1.0
 # HELP netd_ticks_skipped_total Tick slots that passed with no tick (loop behind).
 # TYPE netd_ticks_skipped_total counter
 netd_ticks_skipped_total 2.0
+# HELP netd_tick_slots_passed_total Tick slots passed over on purpose while the host was calm (calm_interval).
+# TYPE netd_tick_slots_passed_total counter
+netd_tick_slots_passed_total 3.0
+# HELP netd_tick_calm 1 while the host is calm and ticks are calm_interval apart, else 0.
+# TYPE netd_tick_calm gauge
+netd_tick_calm 1.0
 # HELP netd_tick_processing_seconds Wall time of each tick: collect, series, detection, scoring.
 # TYPE netd_tick_processing_seconds histogram
 netd_tick_processing_seconds_bucket{le="0.001"} 0.0
@@ -190,6 +196,9 @@ def test_exposition_for_known_snapshots_is_exact():
     recorder.finished(0.004, at=1.0, fast_samples=0)
     recorder.skipped(2)
     recorder.finished(6.0, at=2.0, fast_samples=7)  # 7 fast samples and the tick: 8 in 1 s
+    for _ in range(3):  # three slots passed over, and ticks calm_interval apart from now on
+        recorder.passed()
+    recorder.cadence(True)
     state = PublishedState(
         observation=obs,
         source_errors={"ethtool": 2},

@@ -24,6 +24,7 @@ from netd.commands.sd_notify import Notifier, WatchdogPinger, watchdog_interval_
 from netd.config.settings import Config
 from netd.congestion.host import scorer_from_config
 from netd.daemon.bpf import bpf_banner, start_bpf
+from netd.daemon.cadence import longest_tick_s
 from netd.daemon.limits import ensure_nofile
 from netd.daemon.loop import Daemon, Emulator
 from netd.daemon.stop import StopSignal
@@ -64,7 +65,11 @@ def banner(cfg: Config, daemon: Daemon, choice: FabricChoice) -> str:
                 f"  >>> EMULATED FABRIC: {daemon.collector.sysfs_root} is emulated host "
                 f"{daemon.collector.host}'s tree, written by another netd's emulated fabric, not a NIC <<<"
             )
-        lines.append(f"  Reading {daemon.collector.sysfs_root}/class/infiniband every {cfg.interval:g} s.")
+        calm = daemon.longest_interval_s
+        while_calm = f" ({calm:g} s while the host is calm)" if calm > cfg.interval else ""
+        lines.append(
+            f"  Reading {daemon.collector.sysfs_root}/class/infiniband every {cfg.interval:g} s{while_calm}."
+        )
     st = daemon.state()
     listen = "" if cfg.listen == Config.model_fields["listen"].default else f" --listen {cfg.listen}"
     lines += bpf_banner(st.observation.snapshot.bpf if st else None, f"http://{url_host}:{port}")
@@ -127,7 +132,7 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         topology = TopologyService(cfg.topology, root, collector.host)
         topology.refresh()
     scorer = scorer_from_config(cfg.congestion)
-    detection = build_detection(cfg, collector, emulated)
+    detection = build_detection(cfg, collector, emulated, longest_tick_s(cfg.interval, cfg.calm_interval))
     daemon = Daemon(
         collector,
         cfg.interval,
@@ -136,6 +141,7 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         scorer=scorer,
         detection=detection,
         emulator_host=cfg.emulator.host_index,
+        calm_interval_s=cfg.calm_interval,
     )
     return daemon, choice
 
@@ -203,7 +209,7 @@ def _serve_once(
         app = create_app(
             daemon.state,
             daemon.last_tick_age_s,
-            cfg.interval,
+            daemon.longest_interval_s,
             view=HostView(daemon.state, note=view_note),
             scheduler=cfg.scheduler,
             routers=(nccl.router, *tuning.routers, *qos.routers),
@@ -225,7 +231,7 @@ def _serve_once(
         if warning:
             print(warning, file=out, flush=True)
         loop.start()
-        watchdog = WatchdogPinger(notifier, watchdog_interval_s(), lambda: tick_fresh(daemon, cfg.interval))
+        watchdog = WatchdogPinger(notifier, watchdog_interval_s(), lambda: tick_fresh(daemon))
         watchdog.start()
         _on_sighup(server, notifier, reload, pending, out)
         sock.listen(LISTEN_BACKLOG)  # connectable before systemd hears READY=1 (uvicorn listens again)
@@ -251,10 +257,11 @@ def _serve_once(
         sock.close()
 
 
-def tick_fresh(daemon: Daemon, interval_s: float) -> bool:
-    """The loop is alive: a tick completed within three intervals (the rule of ``/readyz``)."""
+def tick_fresh(daemon: Daemon) -> bool:
+    """The loop is alive: a tick completed within three of its longest intervals (the rule of
+    ``/readyz``; while the host is calm, ticks are ``calm_interval`` apart)."""
     age = daemon.last_tick_age_s()
-    return age is not None and age < 3 * interval_s + 1.0
+    return age is not None and age < 3 * daemon.longest_interval_s + 1.0
 
 
 def _on_sighup(

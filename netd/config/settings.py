@@ -97,6 +97,10 @@ class ApiConfig(_Section):
 class Config(_Section):
     # mlx5 ethtool reads cost firmware commands (PPCNT per priority and group): keep >= 1 s on real hosts.
     interval: float = Field(1.0, ge=0.1, le=3600, description="seconds between ticks")
+    # While the host is calm (no congestion, pause or loss signal, no open finding, no link change),
+    # ticks come this far apart, in whole intervals; anything else brings every interval back at the
+    # next slot. 0 (or <= interval): tick every interval always (netd.daemon.cadence).
+    calm_interval: float = Field(2.0, ge=0, le=60, description="seconds between ticks while calm")
     listen: str = "127.0.0.1:9469"
     sysfs_root: SetPath = Path("/sys")
     fabric: Literal["auto", "hardware", "emulated"] = "auto"

@@ -2,7 +2,8 @@
 
 A tick is **late** when it starts more than :data:`LATE_FRACTION` of the interval after its slot
 (a slow source, a busy CPU, a suspended VM); slots that pass with no tick at all (the loop fell more
-than a whole interval behind and realigned) are **skipped**. Tick durations (collect, series,
+than a whole interval behind and realigned) are **skipped**; slots passed over on purpose while the
+host was calm (netd.daemon.cadence) are **passed**, neither late nor skipped. Tick durations (collect, series,
 detection, scoring) go into a fixed-bucket histogram. The fast path's *achieved* interval is the
 time between two ticks divided by the PFC samples taken in it (fast samples plus the tick's own),
 next to the configured one, so a fast path that cannot keep up shows.
@@ -27,6 +28,8 @@ class TickHealth:
     over: int = 0  # durations above the last bucket
     duration_sum_s: float = 0.0
     fast_achieved_interval_s: float | None = None  # None: no fast path, or no two ticks yet
+    passed: int = 0  # slots passed over while the host was calm
+    calm: bool = False  # ticks are calm_interval apart now
 
     @property
     def count(self) -> int:
@@ -54,6 +57,8 @@ class TickRecorder:
         self._fast: float | None = None
         self._last_tick: float | None = None
         self._last_fast_samples = 0
+        self._passed = 0
+        self._calm = False
 
     def started(self, slot: float, started: float, interval_s: float) -> None:
         """A tick due at ``slot`` started at ``started``."""
@@ -62,6 +67,14 @@ class TickRecorder:
 
     def skipped(self, slots: int) -> None:
         self._skipped += max(0, slots)
+
+    def passed(self) -> None:
+        """A slot passed with no tick because the host was calm."""
+        self._passed += 1
+
+    def cadence(self, calm: bool) -> None:
+        """Whether ticks are ``calm_interval`` apart from now on."""
+        self._calm = calm
 
     def finished(self, duration_s: float, at: float, fast_samples: int | None) -> None:
         """A tick took ``duration_s`` and ended at ``at``; ``fast_samples``: the fast path's total so
@@ -79,4 +92,13 @@ class TickRecorder:
         self._last_fast_samples = fast_samples or 0
 
     def health(self) -> TickHealth:
-        return TickHealth(self._late, self._skipped, tuple(self._buckets), self._over, self._sum, self._fast)
+        return TickHealth(
+            self._late,
+            self._skipped,
+            tuple(self._buckets),
+            self._over,
+            self._sum,
+            self._fast,
+            self._passed,
+            self._calm,
+        )

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
+from netd.daemon.cadence import CalmCadence, calm, slots_per_calm_tick
 from netd.daemon.health import TickRecorder
 from netd.daemon.state import PublishedState
 from netd.detect.fast_wait import wait_running_fast_path
@@ -92,6 +93,7 @@ class Daemon:
         scorer: CongestionScorer | None = None,
         detection: Detection | None = None,
         emulator_host: int = 0,
+        calm_interval_s: float = 0.0,
     ) -> None:
         self.collector = collector
         self.detection = detection  # anomaly detection (netd.detect.service), with its PFC fast path
@@ -100,6 +102,9 @@ class Daemon:
         self.topology = topology
         self.scorer = scorer or CongestionScorer()
         self.interval_s = interval_s
+        # while the host is calm, a tick every this many slots (netd.daemon.cadence)
+        self._cadence = CalmCadence(slots_per_calm_tick(interval_s, calm_interval_s))
+        self._slots = 1  # tick slots since the last tick (passed-over ones included)
         self.emulator = emulator
         self.emulator_host = emulator_host  # the emulated host whose tree this daemon reads
         self._clock = clock
@@ -113,6 +118,11 @@ class Daemon:
 
     def state(self) -> PublishedState | None:
         return self._state
+
+    @property
+    def longest_interval_s(self) -> float:
+        """The longest time between two ticks of a loop that keeps up: the calm cadence's."""
+        return self.interval_s * self._cadence.slots_per_tick
 
     def last_tick_age_s(self) -> float | None:
         st = self._state
@@ -157,7 +167,7 @@ class Daemon:
         started = self._clock()
         emulator = None
         if self.emulator is not None:
-            emulator = self._advance_emulator(max(self.interval_s - self._fast_advanced, 0.0))
+            emulator = self._advance_emulator(max(self.interval_s * self._slots - self._fast_advanced, 0.0))
             self._fast_advanced = 0.0
         snap = self.collector.collect()
         if emulator is not None:
@@ -177,7 +187,8 @@ class Daemon:
         fast = det.state().fast_samples if det is not None and det.fast_interval_s > 0 else None
         done = self._clock()
         self._health.finished(done - started, done, fast)
-        self._state = PublishedState(
+        before = self._state
+        state = PublishedState(
             observation=obs,
             source_errors=dict(self._errors),
             ticks=self._ticks,
@@ -187,7 +198,10 @@ class Daemon:
             health=self._health.health(),
             counter_events=dict(self._tracker.events),
         )
-        return self._state
+        self._cadence.ticked(calm(state, before))
+        self._health.cadence(self._cadence.stretched)
+        self._state = state
+        return state
 
     def run(self, stop: threading.Event) -> None:
         """Tick every interval until ``stop`` is set. Missed deadlines are skipped, not bunched."""
@@ -198,19 +212,46 @@ class Daemon:
         fast = self._next_fast_step if self.detection is not None else 0.0  # adaptive: asked every sample
         frozen = False
         while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
-            self._health.started(next_at, self._clock(), self.interval_s)
-            try:
-                self.tick()
-            except Exception:  # the loop outlives any single bad tick
-                log.exception("tick failed")
-            if not frozen:
-                freeze_long_lived()
-                frozen = True
+            if self._cadence.pass_over(self._wants_tick()):
+                self._pass_slot()
+            else:
+                self._health.started(next_at, self._clock(), self.interval_s)
+                try:
+                    self.tick()
+                except Exception:  # the loop outlives any single bad tick
+                    log.exception("tick failed")
+                self._slots = 1
+                if not frozen:
+                    freeze_long_lived()
+                    frozen = True
             next_at += self.interval_s
             now = self._clock()
             if next_at < now:  # we fell behind (slow source, suspended VM): realign, count the gap
                 self._health.skipped(int((now - next_at) // self.interval_s) + 1)
                 next_at = now + self.interval_s
+
+    def _wants_tick(self) -> bool:
+        """Whether the detectors want this slot's tick however calm the last one was (pause seen by
+        the fast path, a storm being confirmed, a link event); an error asking counts as yes."""
+        if self.detection is None:
+            return False
+        try:
+            return self.detection.wants_tick()
+        except Exception:
+            log.exception("asking the detectors for the tick cadence failed; ticking")
+            return True
+
+    def _pass_slot(self) -> None:
+        """A slot passed over while calm: the fast path's sample in the tick's place (its wait left the
+        slot to the tick), so pause is looked for as often as when every slot ticks."""
+        self._health.passed()
+        self._slots += 1
+        det = self.detection
+        if det is not None and det.fast_interval_s > 0:
+            try:
+                self.fast_tick()
+            except Exception:
+                log.exception("fast-path sample failed")
 
     def _next_fast_step(self) -> float:
         assert self.detection is not None

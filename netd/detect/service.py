@@ -282,6 +282,11 @@ class Detection:
             return True
         return False
 
+    def wants_tick(self) -> bool:
+        """Whether the next tick slot must tick even on a calm host (netd.daemon.cadence): pause seen
+        within ``fast_linger``, a PFC detector not at rest, or a link event waiting."""
+        return not self._calm(self._clock())
+
     def _calm(self, monotonic: float) -> bool:
         """Whether a sample whose pause statistics did not move can change no finding: no pause
         within ``fast_linger``, the PFC detectors at rest, no link event waiting."""
@@ -341,15 +346,19 @@ class Detection:
         return self._state
 
 
-def build_detection(cfg: Config, collector: Sampler, emulated: bool) -> Detection | None:
+def build_detection(
+    cfg: Config, collector: Sampler, emulated: bool, longest_tick_s: float | None = None
+) -> Detection | None:
     """Detection for the daemon: the fast path reads through the collector's own ethtool source (same
     thread, same descriptors); netlink link events only on a real /sys (emulated and captured hosts
-    have netdev names the kernel does not know)."""
+    have netdev names the kernel does not know). ``longest_tick_s``: the longest time between two
+    ticks (the calm cadence's, netd.daemon.cadence); default ``interval``."""
     d = cfg.detect
     if not d.enabled:
         return None
-    if d.max_gap < 3 * cfg.interval:  # a slow daemon (interval = 10 s) must still judge its own ticks
-        d = d.model_copy(update={"max_gap": 3 * cfg.interval})
+    longest = max(cfg.interval, longest_tick_s or 0.0)
+    if d.max_gap < 3 * longest:  # a slow daemon (interval = 10 s) must still judge its own ticks
+        d = d.model_copy(update={"max_gap": 3 * longest})
     source = collector.ethtool
     reader = probe = None
     if d.fast_interval > 0 and source is not None:

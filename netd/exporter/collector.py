@@ -190,6 +190,16 @@ def _health_families(st: PublishedState) -> Iterator[Metric]:
     skipped = CounterMetricFamily("netd_ticks_skipped", "Tick slots that passed with no tick (loop behind).")
     skipped.add_metric([], h.skipped)
     yield skipped
+    passed = CounterMetricFamily(
+        "netd_tick_slots_passed", "Tick slots passed over on purpose while the host was calm (calm_interval)."
+    )
+    passed.add_metric([], h.passed)
+    yield passed
+    calm = GaugeMetricFamily(
+        "netd_tick_calm", "1 while the host is calm and ticks are calm_interval apart, else 0."
+    )
+    calm.add_metric([], 1.0 if h.calm else 0.0)
+    yield calm
     hist = HistogramMetricFamily(
         "netd_tick_processing_seconds", "Wall time of each tick: collect, series, detection, scoring."
     )
