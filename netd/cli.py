@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=non_negative_seconds,
         metavar="SECONDS",
         help="seconds between ticks while the host is calm: no congestion, pause or loss signal, no "
-        "open finding (default 2; 0: every --interval always)",
+        "open finding (default 5; 0: every --interval always)",
     )
     run.add_argument(
         "--fabric",

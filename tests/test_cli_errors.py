@@ -68,7 +68,7 @@ def test_a_calm_interval_from_the_command_line_reaches_the_configuration(tmp_pat
     args = build_parser().parse_args(["run", "--sysfs-root", str(tmp_path), "--calm-interval", "0"])
     assert _config(args).calm_interval == 0.0
     args = build_parser().parse_args(["run", "--sysfs-root", str(tmp_path)])
-    assert _config(args).calm_interval == 2.0  # the default when neither flag nor file says
+    assert _config(args).calm_interval == 5.0  # the default when neither flag nor file says
 
 
 def test_a_config_file_in_utf16_is_a_one_line_error(tmp_path, capsys):

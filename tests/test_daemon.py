@@ -80,6 +80,30 @@ def test_readyz_follows_the_age_of_the_last_tick(mlx5_host):
         daemon.close()
 
 
+@pytest.mark.parametrize(
+    ("calm_interval", "age", "ready"),
+    [(5.0, 15.5, True), (5.0, 16.5, False), (0.0, 3.5, True), (0.0, 4.5, False)],
+)
+def test_freshness_allows_for_the_calm_cadence(mlx5_host, calm_interval: float, age: float, ready: bool):
+    """/readyz and the watchdog's rule: younger than 3 of the longest tick intervals plus 1 s; while
+    the host is calm, ticks are calm_interval apart (1 s ticks: 16 s with calm_interval 5, else 4 s)."""
+    from netd.commands.run import tick_fresh
+
+    root, _ = mlx5_host
+    cfg = load_config(None, environ={}, overrides={"sysfs_root": root, "calm_interval": calm_interval})
+    daemon, _ = build_daemon(cfg)
+    now = [0.0]
+    daemon._clock = lambda: now[0]
+    try:
+        client = TestClient(create_app(daemon.state, daemon.last_tick_age_s, daemon.longest_interval_s))
+        daemon.tick()
+        now[0] = daemon.state().observation.snapshot.monotonic + age
+        assert (client.get("/readyz").status_code == 200) is ready
+        assert tick_fresh(daemon) is ready
+    finally:
+        daemon.close()
+
+
 def test_emulated_daemon_reads_its_own_host(tmp_path: Path):
     cfg = load_config(
         None, environ={"NETD_EMULATOR_STATE_DIR": str(tmp_path / "emu")}, overrides={"sysfs_root": tmp_path}

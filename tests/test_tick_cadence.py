@@ -3,11 +3,12 @@ and which slots the loop passes over, driven through its own wait on an injected
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,31 +40,43 @@ def test_a_calm_tick_spans_whole_intervals(interval: float, calm_interval: float
     assert longest_tick_s(interval, calm_interval) == pytest.approx(interval * slots)
 
 
+def _slots(c: CalmCadence, n: int) -> list[bool]:
+    """Whether each of ``n`` slots in a row passes, nothing wanting a tick."""
+    out = []
+    for _ in range(n):
+        out.append(c.may_pass())
+        if out[-1]:
+            c.passed()
+    return out
+
+
 def test_slots_pass_only_after_a_calm_streak_and_never_more_than_the_span() -> None:
     c = CalmCadence(3)
     for _ in range(CALM_AFTER - 1):
         c.ticked(True)
-        assert not c.pass_over(False)  # not calm long enough: every slot ticks
+        assert not c.may_pass()  # not calm long enough: every slot ticks
     c.ticked(True)
     assert c.stretched
-    assert [c.pass_over(False) for _ in range(3)] == [True, True, False]  # 2 passed, the 3rd ticks
+    assert _slots(c, 3) == [True, True, False]  # two slots passed, the third is the calm tick's
     c.ticked(True)
-    assert c.pass_over(False)
-    assert not c.pass_over(True)  # pause seen: this slot ticks, and the streak starts again
+    assert _slots(c, 1) == [True]
+    assert c.may_pass()
+    c.interrupted()  # pause seen, or a counter moved: this slot ticks, and the streak starts again
+    assert not c.may_pass()
     c.ticked(True)
-    assert not c.stretched and not c.pass_over(False)
+    assert not c.stretched and not c.may_pass()
     c.ticked(False)
     for _ in range(CALM_AFTER):
-        assert not c.pass_over(False)
+        assert not c.may_pass()
         c.ticked(True)
-    assert c.pass_over(False)
+    assert c.may_pass()
 
 
 def test_without_a_calm_span_no_slot_passes() -> None:
     c = CalmCadence(1)
     for _ in range(3 * CALM_AFTER):
         c.ticked(True)
-        assert not c.pass_over(False)
+        assert not c.may_pass()
     assert not c.stretched
 
 
@@ -177,69 +190,78 @@ def test_a_first_tick_and_an_open_finding_are_not_calm(host: _Host) -> None:
         daemon.close()
 
 
-class _Until(threading.Event):
-    """The loop's stop flag on a driven clock: a timed wait moves the clock; set once it reaches ``end``."""
+class _World(threading.Event):
+    """The loop's stop flag on a driven clock. A timed wait moves the clock and the host's counters
+    with it (``counters(t)``: the extra absolute values at time t); set once the clock reaches ``end``."""
 
-    def __init__(self, now: list[float], end: float) -> None:
+    def __init__(self, host: _Host, now: list[float], end: float, counters: Callable[[float], None]) -> None:
         super().__init__()
-        self.now, self.end = now, end
+        self.host, self.now, self.end, self.counters = host, now, end, counters
 
     def wait(self, timeout: float | None = None) -> bool:
+        before = self.now[0]
         self.now[0] += timeout or 0.0
+        self.counters(self.now[0])
+        self.host.advance(self.now[0] - before)
         if self.now[0] >= self.end:
             self.set()
         return self.is_set()
 
 
-def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(host: _Host) -> None:
-    """Interval 1 s, calm_interval 2 s, 40 s on a driven clock: calm ticks 2 s apart after the streak;
-    ECN marks from t=20 to t=30 bring a tick at every slot from the first tick that sees them; pause
-    seen by the fast path at t=36.5 brings the tick at the next slot although the last tick was calm.
-    Every passed slot took a fast-path sample in the tick's place."""
+def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
+    host: _Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interval 1 s, calm_interval 3 s, on a driven clock, counters moving with it. Calm ticks come
+    3 s apart once 5 ticks in a row were calm. CE marks that start at t=19.5 make slot 20 tick, though
+    it would have passed (its look at the congestion counters saw them), and every slot ticks while
+    they go on and through the next calm streak; pause at t=34.5, seen by the fast path, makes slot
+    35 tick; one out-of-sequence packet at t=46.5, slot 47. Each passed slot took a fast-path sample."""
     now = [0.0]
+    # snapshots on the driven clock too, so rates (and the congestion level pause raises) are the
+    # driven time's, not however long the test took
+    monkeypatch.setattr(
+        "netd.sources.collect.time", SimpleNamespace(monotonic=lambda: now[0], time=time.time)
+    )
     # no topology thread: its waits would move the driven clock too
-    daemon, _ = build_daemon(Config(sysfs_root=host.root, calm_interval=2.0, topology={"enabled": False}))
+    daemon, _ = build_daemon(Config(sysfs_root=host.root, calm_interval=3.0, topology={"enabled": False}))
     daemon._clock = lambda: now[0]  # type: ignore[method-assign]
     assert daemon.detection is not None
     daemon.detection._clock = lambda: now[0]  # type: ignore[method-assign]
+
+    def counters(t: float) -> None:
+        host.hw["np_ecn_marked_roce_packets"] = int(max(0.0, min(t, 25.0) - 19.5) * 500)
+        host.ethtool["rx_prio3_pause"] = 1000 if t >= 34.5 else 0
+        host.ethtool["rx_prio3_pause_duration"] = 20_000 if t >= 34.5 else 0
+        host.hw["out_of_sequence"] = 1 if t >= 46.5 else 0
+
     ticks: list[float] = []
     samples: list[float] = []
     real_tick, real_fast = daemon.tick, daemon.fast_tick
 
     def tick():  # type: ignore[no-untyped-def]
-        if 20.0 <= now[0] < 30.0:
-            _ecn(host)
-        host.advance(1.0)
         ticks.append(round(now[0], 3))
         return real_tick()
 
     def fast_tick() -> None:
-        if 36.4 < now[0] < 36.6:
-            _pause(host)
-            host.advance(0.0)
-        samples.append(now[0])
+        samples.append(round(now[0], 3))
         real_fast()
 
     daemon.tick, daemon.fast_tick = tick, fast_tick  # type: ignore[method-assign]
     try:
-        daemon.run(_Until(now, 44.5))
+        daemon.run(_World(host, now, 50.5, counters))
     finally:
         daemon.close()
-    gaps = {a: round(b - a, 3) for a, b in itertools.pairwise(ticks)}  # tick -> time to the next
-    assert ticks[: CALM_AFTER + 1] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]  # the streak, one slot each
-    assert {gaps[t] for t in ticks if 6.0 <= t < 19.0} == {2.0}  # calm: every other slot
-    onset = min(t for t in ticks if t >= 20.0)
-    assert onset <= 21.0  # the first tick after the marks began (a calm tick is <= 2 s away)
-    assert all(t in ticks for t in range(int(onset), 31))  # every slot while they go on
-    # every slot while they go on (the last tick to see them is 29's) and through the streak after
-    assert all(gaps[t] == 1.0 for t in ticks if onset <= t < 29.0 + CALM_AFTER)
-    assert 35.0 not in ticks and 36.0 in ticks  # calm again, ticks 2 s apart
-    assert 37.0 in ticks  # pause seen at 36.5 by a fast sample: the next slot ticks though 36 was calm
+    assert ticks == [
+        *(1.0, 2.0, 3.0, 4.0, 5.0, 6.0),  # the first tick, then the calm streak
+        *(9.0, 12.0, 15.0, 18.0),  # calm: 3 s apart
+        *range(20, 31),  # CE marks from 19.5 (slot 20 would have passed) to 25, then the streak
+        33.0,
+        *range(35, 41),  # pause at 34.5 (slot 35 would have passed), then the streak
+        *(43.0, 46.0),
+        *range(47, 51),  # an out-of-sequence packet at 46.5 (slot 47 would have passed): a loss
+    ]  # finding opens, and every slot ticks while it is open
     st = daemon.state()
     assert st is not None
-    passed = st.health.passed
-    assert passed == 44 - len(ticks)  # every slot 1..44 either ticked or was passed over
-    assert passed >= 8 and st.health.skipped == 0 and st.health.late == 0
-    passed_slots = sorted(set(range(1, 45)) - {int(t) for t in ticks})
-    taken = {round(s, 3) for s in samples}
-    assert all(float(s) in taken for s in passed_slots)  # a fast sample at each passed slot
+    passed = sorted(set(range(1, 49)) - {int(t) for t in ticks})
+    assert st.health.passed == len(passed) and st.health.skipped == 0 and st.health.late == 0
+    assert all(float(s) in samples for s in passed)  # a fast sample at each passed slot

@@ -65,7 +65,8 @@ def create_app(
 
     @app.get("/readyz", responses={503: {"description": "Not ready: no tick yet, or the last is too old"}})
     def readyz(response: Response) -> dict[str, Any]:
-        """Ready once a tick has completed and the last one is younger than three intervals."""
+        """Ready once a tick has completed and the last one is younger than three intervals plus 1 s
+        (``interval_s``: the longest between two ticks, the calm cadence's)."""
         age = last_tick_age_s()
         ready = age is not None and age < 3 * interval_s + 1.0
         if not ready:

@@ -100,7 +100,7 @@ class Config(_Section):
     # While the host is calm (no congestion, pause or loss signal, no open finding, no link change),
     # ticks come this far apart, in whole intervals; anything else brings every interval back at the
     # next slot. 0 (or <= interval): tick every interval always (netd.daemon.cadence).
-    calm_interval: float = Field(2.0, ge=0, le=60, description="seconds between ticks while calm")
+    calm_interval: float = Field(5.0, ge=0, le=60, description="seconds between ticks while calm")
     listen: str = "127.0.0.1:9469"
     sysfs_root: SetPath = Path("/sys")
     fabric: Literal["auto", "hardware", "emulated"] = "auto"

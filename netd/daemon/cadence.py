@@ -25,11 +25,17 @@ from netd.congestion.score import SIGNALS
 from netd.congestion.scorer import ScopeScore
 from netd.daemon.state import PublishedState
 
-__all__ = ["CALM_AFTER", "CalmCadence", "calm", "longest_tick_s", "slots_per_calm_tick"]
+__all__ = ["CALM_AFTER", "MOVERS", "CalmCadence", "calm", "longest_tick_s", "slots_per_calm_tick"]
 
 # Calm ticks in a row before slots are passed over: the scorer's smoothing (half of a score is the
 # last tick's) has decayed from any episode, and a level's fall (hold_ticks, 3) is behind it.
 CALM_AFTER = 5
+
+# RDMA counters (vocabulary names) looked at in every passed slot (RdmaSysfs.moved: their files
+# only, compared unparsed): the first signs of congestion (CE-marked packets received, CNPs handled)
+# and of loss (out-of-sequence packets, retransmissions). One that moved makes that slot tick, so
+# such an episode is seen as soon as when every slot ticks. ~4 files a port, a few % of a tick.
+MOVERS = frozenset({"ecn_marked", "cnp_handled", "out_of_sequence", "retransmits"})
 
 
 def slots_per_calm_tick(interval_s: float, calm_interval_s: float) -> int:
@@ -105,12 +111,16 @@ class CalmCadence:
         self._streak = self._streak + 1 if was_calm else 0
         self._passed = 0
 
-    def pass_over(self, pause_seen: bool) -> bool:
-        """Whether the slot that is due now passes with no tick; ``pause_seen``: the PFC fast path
-        saw pause since the last tick (or is confirming a storm), which ends the calm at once."""
-        if pause_seen:
-            self._streak = 0
-        if not self.stretched or self._passed >= self.slots_per_tick - 1:
-            return False
+    def may_pass(self) -> bool:
+        """Whether the slot due now may pass with no tick: ticks are stretched, and it is not the
+        calm tick's own slot. It passes unless something wants its tick (:meth:`interrupted`)."""
+        return self.stretched and self._passed < self.slots_per_tick - 1
+
+    def passed(self) -> None:
+        """The slot due now passed with no tick."""
         self._passed += 1
-        return True
+
+    def interrupted(self) -> None:
+        """Something wants the slot's tick (pause, a counter that moved): the calm is over, and the
+        streak starts again from the next calm tick."""
+        self._streak = 0

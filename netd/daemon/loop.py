@@ -20,7 +20,7 @@ from typing import Protocol
 
 from netd.congestion.host import host_inputs
 from netd.congestion.scorer import CongestionScorer
-from netd.daemon.cadence import CalmCadence, calm, slots_per_calm_tick
+from netd.daemon.cadence import MOVERS, CalmCadence, calm, slots_per_calm_tick
 from netd.daemon.health import TickRecorder
 from netd.daemon.state import PublishedState
 from netd.detect.fast_wait import wait_running_fast_path
@@ -212,7 +212,7 @@ class Daemon:
         fast = self._next_fast_step if self.detection is not None else 0.0  # adaptive: asked every sample
         frozen = False
         while not wait_running_fast_path(next_at, fast, stop, self._clock, self.fast_tick):
-            if self._cadence.pass_over(self._wants_tick()):
+            if self._cadence.may_pass() and not self._wants_tick():
                 self._pass_slot()
             else:
                 self._health.started(next_at, self._clock(), self.interval_s)
@@ -231,19 +231,25 @@ class Daemon:
                 next_at = now + self.interval_s
 
     def _wants_tick(self) -> bool:
-        """Whether the detectors want this slot's tick however calm the last one was (pause seen by
-        the fast path, a storm being confirmed, a link event); an error asking counts as yes."""
-        if self.detection is None:
-            return False
+        """Whether this slot must tick however calm the last tick was: the detectors want it (pause
+        seen by the fast path, a storm being confirmed, a link event), or a congestion or loss
+        counter moved (netd.daemon.cadence.MOVERS). Asked only of a slot that may pass; an error
+        asking counts as yes."""
         try:
-            return self.detection.wants_tick()
+            wants = (
+                self.detection is not None and self.detection.wants_tick()
+            ) or self.collector.counters_moved(MOVERS)
         except Exception:
-            log.exception("asking the detectors for the tick cadence failed; ticking")
-            return True
+            log.exception("asking whether the host is still calm failed; ticking")
+            wants = True
+        if wants:
+            self._cadence.interrupted()
+        return wants
 
     def _pass_slot(self) -> None:
         """A slot passed over while calm: the fast path's sample in the tick's place (its wait left the
         slot to the tick), so pause is looked for as often as when every slot ticks."""
+        self._cadence.passed()
         self._health.passed()
         self._slots += 1
         det = self.detection

@@ -116,6 +116,14 @@ class Sampler:
             bpf=bpf,
         )
 
+    def counters_moved(self, names: frozenset[str]) -> bool:
+        """Whether an RDMA counter with a vocabulary name in ``names`` moved since the last
+        :meth:`collect` (:meth:`RdmaSysfs.moved`); a source error counts as moved."""
+        try:
+            return self.rdma.moved(names)
+        except NetdError:
+            return True
+
     def _timed(
         self,
         name: str,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import fnmatch
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import compress
 from operator import ne
 from pathlib import Path
@@ -33,7 +32,16 @@ from netd.errors import SourceError
 from netd.model.snapshot import Counter, CounterGroup, Overflow, PortSample, frozen_map
 from netd.sources import counter_specs
 from netd.sources.counter_specs import CounterSpec
-from netd.sources.rdma_layout import directory_runs, gid_types, list_counters, port_netdev
+from netd.sources.rdma_layout import (
+    CounterFile,
+    DeviceLayout,
+    PortFiles,
+    Readings,
+    directory_runs,
+    gid_types,
+    list_counters,
+    port_netdev,
+)
 from netd.sources.rdma_values import parse_counter, parse_rate, parse_state, rate_problem, rate_value
 from netd.sources.sysfs_io import (
     DEFAULT_MAX_DIRS,
@@ -54,64 +62,6 @@ _COUNTER_READ = 64  # bytes per counter pread: "%llu\n" is at most 21
 _SLOW_EARLY = 0.05
 _ATTRS = ("rate", "state", "phys_state")  # read every tick with the counters
 _TICK_KEY, _SLOW_KEY = "\0tick", "\0slow"  # RdmaSysfs._last: a port's two cadences
-
-
-@dataclass(frozen=True, slots=True)
-class _File:
-    path: str
-    key: str  # key in PortSample.counters
-    label: str  # "<group dir>/<raw name>" for read_errors
-    raw_name: str
-    group: CounterGroup
-    spec: CounterSpec
-    # The spec's fields, flattened: read ~1000 times per tick on the hot path.
-    name: str = ""
-    width: int = 64
-    overflow: Overflow = Overflow.WRAP
-    scale: int = 1
-    raw_max: int = (1 << 64) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Port:
-    port: int
-    attrs: str  # path prefix of ports/<p>/ for state, phys_state, rate
-    netdev: str | None
-    link_layer: str | None
-    gid_types: tuple[str, ...]
-    files: tuple[_File, ...]  # read on every call
-    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the same files as (directory, names) runs
-    slow_files: tuple[_File, ...] = ()  # read every slow_interval_s (docs/metrics.md, Read cadence)
-    slow_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    slow_keys: frozenset[str] = frozenset()
-    keys_in_order: tuple[str, ...] = ()  # the keys of files, in order
-    slow_keys_in_order: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _Readings:
-    """What one cadence's files of a port read last: the texts as read, the Counter parsed from each
-    (None when it failed), and which files to parse again whatever they read (failed, or longer than
-    one read)."""
-
-    files: tuple[_File, ...]
-    texts: list[bytes | None | SourceError]
-    parsed: list[Counter | None]
-    redo: tuple[int, ...]
-
-    def counters(self, keys: tuple[str, ...]) -> Iterable[tuple[str, Counter]]:
-        """(key, Counter) of every file that parsed; ``keys``: the files' keys in order."""
-        if not self.redo:
-            return zip(keys, self.parsed, strict=True)  # type: ignore[arg-type]  # nothing failed: no None
-        return ((k, c) for k, c in zip(keys, self.parsed, strict=True) if c is not None)
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    identity: tuple[int, int, int]
-    scanned_at: float
-    driver: str | None
-    ports: tuple[_Port, ...]
 
 
 class RdmaSysfs:
@@ -140,11 +90,11 @@ class RdmaSysfs:
         self._cache = PreadCache(
             _SOURCE, max_open, verify=Path(sysfs).resolve() != Path("/sys"), max_dirs=max_dirs
         )
-        self._layouts: dict[str, _Layout] = {}
-        # port attrs path + cadence -> what its files read last (_Readings): most counters of a calm
+        self._layouts: dict[str, DeviceLayout] = {}
+        # port attrs path + cadence -> what its files read last (Readings): most counters of a calm
         # port read the same text tick after tick; parsing and building ~900 Counters a tick was a
-        # quarter of the read. A rescan makes new _Port objects, so nothing outlives its layout.
-        self._last: dict[str, _Readings] = {}
+        # quarter of the read. A rescan makes new PortFiles objects, so nothing outlives its layout.
+        self._last: dict[str, Readings] = {}
         self.files_read = 0  # counter files read by the last read()
         self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
 
@@ -178,6 +128,27 @@ class RdmaSysfs:
                 errors.append(f"{name}: {exc}")
         self.errors = tuple(errors)
         return tuple(samples)
+
+    def moved(self, names: frozenset[str]) -> bool:
+        """Whether a tick-cadence counter with a vocabulary name in ``names`` reads other than at the
+        last :meth:`read`: a look between ticks (the calm cadence's, netd.daemon.cadence) that
+        reads those files only, through the same descriptors, and compares their texts unparsed. A
+        file that fails to read counts as moved (the tick explains it); a port the last read did
+        not read is not looked at (the next read is its first)."""
+        for layout in self._layouts.values():
+            for port in layout.ports:
+                last = self._last.get(port.attrs + _TICK_KEY)
+                if last is None or last.files is not port.files:
+                    continue
+                picks = [i for i, f in enumerate(port.files) if f.name in names]
+                if not picks:
+                    continue
+                runs = directory_runs(port.attrs[:-1], tuple(port.files[i].path for i in picks))
+                read = self._cache.read_dir
+                texts = [t for directory, files in runs for t in read(directory, files, _COUNTER_READ)]
+                if any(t != last.texts[i] for t, i in zip(texts, picks, strict=True)):
+                    return True
+        return False
 
     def close(self) -> None:
         self._cache.close()
@@ -231,13 +202,13 @@ class RdmaSysfs:
             return []
         return samples
 
-    def _scan(self, name: str, dev_dir: Path, identity: tuple[int, int, int], now: float) -> _Layout:
+    def _scan(self, name: str, dev_dir: Path, identity: tuple[int, int, int], now: float) -> DeviceLayout:
         port_names = sorted((p for p in list_dir(dev_dir / "ports", _SOURCE) if p.isdigit()), key=int)
         listings = {p: list_counters(dev_dir, p, single_port=len(port_names) == 1) for p in port_names}
         first_hw = listings[port_names[0]][1][1] if port_names else []
         driver = counter_specs.detect_driver(name, dev_dir, set(first_hw))
         ports = tuple(self._scan_port(dev_dir, int(p), driver, *listings[p]) for p in port_names)
-        return _Layout(identity, now, driver, ports)
+        return DeviceLayout(identity, now, driver, ports)
 
     def _scan_port(
         self,
@@ -246,17 +217,17 @@ class RdmaSysfs:
         driver: str | None,
         pma: tuple[Path, list[str]],
         hw: tuple[Path, list[str]],
-    ) -> _Port:
+    ) -> PortFiles:
         port_dir = dev_dir / "ports" / str(port)
         pma_ext = not counter_specs.PMA_EXT_ONLY.isdisjoint(pma[1])
-        files: dict[str, _File] = {}
+        files: dict[str, CounterFile] = {}
         for group, (directory, names) in ((CounterGroup.PMA, pma), (CounterGroup.HW, hw)):
             for raw in names:
                 # PortSample.counters: a name in both groups keeps the PMA reading under its
                 # plain name; the other stays reachable as "hw_counters/<name>".
                 key = raw if raw not in files else f"{group.value}/{raw}"
                 spec = counter_specs.describe(driver, group, raw, pma_ext=pma_ext)
-                files[key] = _File(
+                files[key] = CounterFile(
                     str(directory / raw),
                     key,
                     f"{group.value}/{raw}",
@@ -271,7 +242,7 @@ class RdmaSysfs:
                 )
         every = [f for f in files.values() if f.name in TICK_COUNTERS or self._slow <= 0]
         slow = [f for f in files.values() if f.name not in TICK_COUNTERS and self._slow > 0]
-        return _Port(
+        return PortFiles(
             port=port,
             attrs=f"{port_dir}/",
             netdev=port_netdev(dev_dir, port_dir, port),
@@ -291,7 +262,7 @@ class RdmaSysfs:
 
     # -- per tick ---------------------------------------------------------------------------
 
-    def _read_port(self, device: str, driver: str | None, port: _Port, slow: bool) -> PortSample:
+    def _read_port(self, device: str, driver: str | None, port: PortFiles, slow: bool) -> PortSample:
         counters: dict[str, Counter] = {}
         errors: list[str] = []
         attrs = self._read_files(port, False, counters, errors)
@@ -326,7 +297,7 @@ class RdmaSysfs:
         )
 
     def _read_files(
-        self, port: _Port, slow: bool, counters: dict[str, Counter], errors: list[str]
+        self, port: PortFiles, slow: bool, counters: dict[str, Counter], errors: list[str]
     ) -> list[bytes | None | SourceError]:
         """Read the port's files of one cadence (one batched read per directory) into ``counters``; a
         file that fails is named in ``errors`` and left out. Returns what the batch read beyond the
@@ -357,12 +328,12 @@ class RdmaSysfs:
             c = parsed[i] = self._parse(files[i], data, errors)
             if c is None or (isinstance(data, bytes) and len(data) == _COUNTER_READ):
                 again.append(i)  # failed, or read whole: judged again whatever it reads next
-        readings = self._last[key] = _Readings(files, mine, parsed, tuple(again))
+        readings = self._last[key] = Readings(files, mine, parsed, tuple(again))
         counters.update(readings.counters(port.slow_keys_in_order if slow else port.keys_in_order))
         self.files_read += len(files)
         return texts[len(files) :]
 
-    def _parse(self, f: _File, data: bytes | None | SourceError, errors: list[str]) -> Counter | None:
+    def _parse(self, f: CounterFile, data: bytes | None | SourceError, errors: list[str]) -> Counter | None:
         """One counter file's reading, or None with the reason in ``errors``."""
         if isinstance(data, bytes) and len(data) == _COUNTER_READ:  # not a counter's shape: read it all
             try:
@@ -393,7 +364,7 @@ class RdmaSysfs:
         return data.decode("utf-8", "replace").strip() if isinstance(data, bytes) else None
 
 
-def _counter(f: _File, value: int) -> Counter:
+def _counter(f: CounterFile, value: int) -> Counter:
     spec = f.spec
     if value > spec.raw_max:
         # A reading wider than the table says proves the register is wider: a "noietf" PMA
