@@ -87,7 +87,6 @@ def test_a_frozen_daemon_thaws_without_bunched_ticks_or_findings(moving_host: Pa
     passed = _value(after, "netd_tick_slots_passed_total") - _value(first, "netd_tick_slots_passed_total")
     # the cadence again: a slot a second, ticked or (the fabric is calm: calm_interval) passed over
     assert 2 <= ticks + passed <= 4, (ticks, passed)
-    assert ticks >= 1
     samples = _value(after, "netd_anomaly_fast_path_samples_total") - _value(
         first, "netd_anomaly_fast_path_samples_total"
     )

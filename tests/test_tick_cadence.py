@@ -238,8 +238,12 @@ def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
     samples: list[float] = []
     real_tick, real_fast = daemon.tick, daemon.fast_tick
 
+    published: dict[float, int] = {}  # tick -> passed slots the published state counted before it
+
     def tick():  # type: ignore[no-untyped-def]
         ticks.append(round(now[0], 3))
+        st = daemon.state()
+        published[ticks[-1]] = -1 if st is None else st.health.passed
         return real_tick()
 
     def fast_tick() -> None:
@@ -265,3 +269,4 @@ def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
     passed = sorted(set(range(1, 49)) - {int(t) for t in ticks})
     assert st.health.passed == len(passed) and st.health.skipped == 0 and st.health.late == 0
     assert all(float(s) in samples for s in passed)  # a fast sample at each passed slot
+    assert published[9.0] == 2 and published[12.0] == 4  # the count is published at each passed slot

@@ -2,7 +2,9 @@
 
 A static replayed host of ``--nics`` dual-port mlx5 NICs (netd.bench.static_tree: counters that move
 like a calm, lightly loaded fabric, no pause) is read by a real ``netd run`` process with the default
-configuration for ``--duration`` seconds after a warm-up. The bench process advances the tree once a
+configuration (so ticks come ``calm_interval`` apart once the host has been calm for 5 ticks: the
+warm-up covers that; ``--calm-interval 0`` measures a tick at every interval, as on a host that is
+never calm) for ``--duration`` seconds after a warm-up. The bench process advances the tree once a
 second (its cost is not the daemon's). Measured from /proc: the daemon's CPU time over the window,
 its resident memory and open descriptors at the end; from its /metrics (scraped at the start and the
 end of the window): late and skipped ticks, tick processing time, fast-path samples and their CPU; in
@@ -90,11 +92,15 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120.
     raise BenchError("netd run did not become ready")
 
 
-def _measure_daemon(root: Path, host: StaticHost, duration_s: float) -> dict[str, Any]:
+def _measure_daemon(
+    root: Path, host: StaticHost, duration_s: float, calm_interval_s: float | None
+) -> dict[str, Any]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NETD_")}
     env["NETD_CONFIG"] = os.devnull  # the defaults, whatever /etc/netd holds
     cmd = [sys.executable, "-m", "netd", "run", "--sysfs-root", str(root), "--listen", f"127.0.0.1:{port}"]
+    if calm_interval_s is not None:
+        cmd += ["--calm-interval", f"{calm_interval_s:g}"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stop = threading.Event()
 
@@ -133,6 +139,8 @@ def _measure_daemon(root: Path, host: StaticHost, duration_s: float) -> dict[str
         "ticks": int(window("netd_ticks_total")),
         "ticks_late": int(window("netd_ticks_late_total")),
         "ticks_skipped": int(window("netd_ticks_skipped_total")),
+        # slots passed over while the host was calm (docs/detection.md, Tick cadence)
+        "tick_slots_passed": int(window("netd_tick_slots_passed_total")),
         "tick_mean_ms": round(window("netd_tick_processing_seconds_sum") / count * 1e3, 2) if count else None,
         "fast_path_interval_s": _metric(text, "netd_anomaly_fast_path_interval_seconds"),
         "fast_path_samples_per_s": round(window("netd_anomaly_fast_path_samples_total") / (t1 - t0), 2),
@@ -199,6 +207,7 @@ def bench_footprint(
     storm_trace_s: float = 120.0,
     seed: int = 8,
     kernel: bool = True,
+    calm_interval_s: float | None = None,
 ) -> dict[str, Any]:
     if nics < 1 or duration_s < 1 or (storm_trace_s and storm_trace_s < 60):
         raise BenchError(
@@ -211,7 +220,8 @@ def bench_footprint(
         host = StaticHost(root, nics)
         try:
             out: dict[str, Any] = {"ports": host.ports, "duration_s": duration_s}
-            out.update(_measure_daemon(root, host, duration_s))
+            out["calm_interval_s"] = Config().calm_interval if calm_interval_s is None else calm_interval_s
+            out.update(_measure_daemon(root, host, duration_s, calm_interval_s))
         finally:
             host.close()
     median, storms = _storm_median_ms(storm_trace_s, seed) if storm_trace_s else (None, 0)
@@ -243,6 +253,7 @@ def _cmd(args: argparse.Namespace, cfg: Config | None) -> int:
         storm_trace_s=args.storm_trace,
         seed=args.seed,
         kernel=args.kernel_reads,
+        calm_interval_s=args.calm_interval,
     )
     print(json.dumps(doc, indent=2))
     return 0
@@ -265,6 +276,14 @@ def register_bench(sub: Any) -> None:
         help="stuck-receiver trace for the storm median (default 120; 0 skips it)",
     )
     p.add_argument("--seed", type=int, default=8, help="storm trace seed (default 8)")
+    p.add_argument(
+        "--calm-interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="the daemon's --calm-interval (default: its own, 5); 0 ticks every interval, as on a host "
+        "that is never calm: what netd costs while the fabric is busy",
+    )
     p.add_argument(
         "--no-kernel-reads",
         dest="kernel_reads",

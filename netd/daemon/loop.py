@@ -248,7 +248,9 @@ class Daemon:
 
     def _pass_slot(self) -> None:
         """A slot passed over while calm: the fast path's sample in the tick's place (its wait left the
-        slot to the tick), so pause is looked for as often as when every slot ticks."""
+        slot to the tick), so pause is looked for as often as when every slot ticks; then the counts
+        are published, so they stay live between calm ticks (ticks plus passed slots make one a slot:
+        a liveness signal; fast samples)."""
         self._cadence.passed()
         self._health.passed()
         self._slots += 1
@@ -258,6 +260,10 @@ class Daemon:
                 self.fast_tick()
             except Exception:
                 log.exception("fast-path sample failed")
+        st = self._state
+        if st is not None:
+            anomalies = det.state() if det is not None else st.anomalies
+            self._state = dataclasses.replace(st, health=self._health.health(), anomalies=anomalies)
 
     def _next_fast_step(self) -> float:
         assert self.detection is not None

@@ -59,6 +59,8 @@ def test_footprint_bench_reports_a_running_daemon() -> None:
             "--storm-trace",
             "0",
             "--no-kernel-reads",
+            "--calm-interval",
+            "0",  # a tick at every interval: a 3 s window holds ticks (5 s apart once calm by default)
             "--json",
         ],
         capture_output=True,
@@ -72,6 +74,7 @@ def test_footprint_bench_reports_a_running_daemon() -> None:
     assert 0 < doc["open_fds"] <= 64 and doc["rss_mib"] > 0 and doc["cpu_percent"] > 0
     assert 0 <= doc["cpu_system_percent"] <= doc["cpu_percent"]
     assert doc["ticks"] >= 1 and doc["ticks_late"] >= 0 and doc["tick_mean_ms"] > 0
+    assert doc["calm_interval_s"] == 0 and doc["tick_slots_passed"] == 0
     assert set(doc["targets"]) == {"cpu_percent", "open_fds", "rss_mib", "storm_detect_median_ms"}
 
 
