@@ -62,6 +62,7 @@ _COUNTER_READ = 64  # bytes per counter pread: "%llu\n" is at most 21
 _SLOW_EARLY = 0.05
 _ATTRS = ("rate", "state", "phys_state")  # read every tick with the counters
 _TICK_KEY, _SLOW_KEY = "\0tick", "\0slow"  # RdmaSysfs._last: a port's two cadences
+_Runs = tuple[tuple[str, tuple[str, ...]], ...]  # (directory, names) of one batched read each
 
 
 class RdmaSysfs:
@@ -95,6 +96,8 @@ class RdmaSysfs:
         # port read the same text tick after tick; parsing and building ~900 Counters a tick was a
         # quarter of the read. A rescan makes new PortFiles objects, so nothing outlives its layout.
         self._last: dict[str, Readings] = {}
+        # port attrs path -> (its files, names, picks, runs) of moved(): _movers_plan
+        self._plans: dict[str, tuple[tuple[CounterFile, ...], frozenset[str], tuple[int, ...], _Runs]] = {}
         self.files_read = 0  # counter files read by the last read()
         self.errors: tuple[str, ...] = ()  # devices skipped by the last read(), with the reason
 
@@ -135,25 +138,33 @@ class RdmaSysfs:
         reads those files only, through the same descriptors, and compares their texts unparsed. A
         file that fails to read counts as moved (the tick explains it); a port the last read did
         not read is not looked at (the next read is its first)."""
+        read = self._cache.read_dir
         for layout in self._layouts.values():
             for port in layout.ports:
                 last = self._last.get(port.attrs + _TICK_KEY)
                 if last is None or last.files is not port.files:
                     continue
-                picks = [i for i, f in enumerate(port.files) if f.name in names]
-                if not picks:
-                    continue
-                runs = directory_runs(port.attrs[:-1], tuple(port.files[i].path for i in picks))
-                read = self._cache.read_dir
+                picks, runs = self._movers_plan(port, names)
                 texts = [t for directory, files in runs for t in read(directory, files, _COUNTER_READ)]
-                if any(t != last.texts[i] for t, i in zip(texts, picks, strict=True)):
+                if texts != [last.texts[i] for i in picks]:
                     return True
         return False
+
+    def _movers_plan(self, port: PortFiles, names: frozenset[str]) -> tuple[tuple[int, ...], _Runs]:
+        """Which of the port's files :meth:`moved` reads (their indices in ``port.files``), as batched
+        reads a directory; made once per layout scan and set of names."""
+        plan = self._plans.get(port.attrs)
+        if plan is None or plan[0] is not port.files or plan[1] != names:
+            picks = tuple(i for i, f in enumerate(port.files) if f.name in names)
+            runs = directory_runs(port.attrs[:-1], tuple(port.files[i].path for i in picks))
+            plan = self._plans[port.attrs] = (port.files, names, picks, runs)
+        return plan[2], plan[3]
 
     def close(self) -> None:
         self._cache.close()
         self._layouts.clear()
         self._last.clear()
+        self._plans.clear()
 
     # -- per device -------------------------------------------------------------------------
 
@@ -172,6 +183,8 @@ class RdmaSysfs:
     def _forget_readings(self, prefix: str) -> None:
         for key in [k for k in self._last if k.startswith(prefix)]:
             del self._last[key]
+        for key in [k for k in self._plans if k.startswith(prefix)]:
+            del self._plans[key]
         for path in [p for p in self._slow_errors if p.startswith(prefix)]:
             del self._slow_errors[path]
 
