@@ -63,18 +63,27 @@ def _loop() -> Row:
                 width=8,
             ),
             Panel(
-                "Ticks per second per instance",
-                "Completed collections per second (1 / interval). Bad: 0 while "
-                "the target is up (the loop is stuck: alert NetdStalled); below 1 / interval (ticks "
-                "overrun).",
+                "Tick slots per second per instance",
+                "Tick slots per second, ticked or passed over while the host is calm (1 / interval), "
+                "and the ticks among them. Bad: 0 while the target is up (the loop is stuck: alert "
+                "NetdStalled); slots below 1 / interval (ticks overrun). Ticks alone drop to "
+                "1 / calm_interval while the host is calm (netd_tick_calm 1), by design: "
+                "docs/detection.md, Tick cadence.",
                 "hertz",
-                (Target(rate("netd_ticks_total", RATE, SEL), legend=INSTANCE),),
+                (
+                    Target(
+                        f"{rate('netd_ticks_total', RATE, SEL)}"
+                        f" + {rate('netd_tick_slots_passed_total', RATE, SEL)}",
+                        legend=INSTANCE,
+                    ),
+                    Target(rate("netd_ticks_total", RATE, SEL), legend=f"{INSTANCE} ticks"),
+                ),
                 width=8,
             ),
             Panel(
                 "Age of the last snapshot per instance",
-                "Seconds since netd's last tick, as scraped. Bad: "
-                "growing past a few intervals (values on every dashboard are frozen).",
+                "Seconds since netd's last tick, as scraped. Bad: growing past a few intervals "
+                "(calm_interval, 5 s, while the host is calm): values on every dashboard are frozen.",
                 "s",
                 (Target(f"time() - netd_last_tick_timestamp_seconds{{{SEL}}}", legend=INSTANCE),),
                 thresholds=((10, "red"),),
