@@ -4,14 +4,17 @@ A tick costs the same whether or not anything moved (docs/benchmarks.md, round 1
 counter files and the per-port work around them), and on a calm host nearly all of it confirms that
 nothing happened. So, like the PFC fast path's calm cadence, the tick has one: once the host has been
 :func:`calm` for :data:`CALM_AFTER` ticks in a row, the loop ticks only every ``calm_interval``
-seconds, passing over the slots in between (each passed slot still takes a fast-path sample, so PFC
-pause is looked for as often as before). Anything that is not calm (a congestion signal, pause seen
-by the fast path, an open finding, a port changing state, a held or reset reading, a failed source)
-brings back a tick at every slot at once: the next slot ticks, and the streak starts again.
+seconds, passing over the slots in between. Each passed slot still takes a fast-path sample, so PFC
+pause is looked for as often as before, and looks at the :data:`MOVERS` counters. Anything that is
+not calm (a congestion signal, an open finding, a port changing state, a held or reset reading, a
+failed source; in a passed slot, pause seen by the fast path, a link event or a MOVERS counter that
+moved) brings back a tick at every slot at once: that slot or the next ticks, and the streak starts
+again.
 
-What it costs: a congestion episode that starts on a calm host is first seen up to ``calm_interval``
-after it starts instead of up to ``interval`` (docs/detection.md, Tick cadence). PFC storms are the
-fast path's and are not delayed.
+What it costs: congestion, loss, pause and kernel link events are seen at the same slot as when every
+slot ticks; what only a whole tick sees (the other error counters, a port's state on a tree without
+kernel link events) up to ``calm_interval`` after it starts instead of ``interval``
+(docs/detection.md, Tick cadence).
 
 Pure: values in, a verdict out; the loop (netd.daemon.loop) owns the one mutable
 :class:`CalmCadence`.
