@@ -172,6 +172,25 @@ def test_what_a_calm_tick_is(host: _Host, change: Callable[[_Host], None], is_ca
         daemon.close()
 
 
+def test_a_port_down_since_start_leaves_the_host_calm(host: _Host) -> None:
+    """An uncabled port is down from the first tick and scores severe (a down link); nothing about it
+    changes, so the host is calm (it would never be, and every tick would run, on many real hosts)."""
+    _down(host)
+    daemon = _daemon(host)
+    try:
+        host.advance(1.0)
+        before = daemon.tick()
+        for _ in range(3):
+            host.advance(1.0)
+            st = daemon.tick()
+            assert st.congestion is not None
+            assert {s.name.split(":")[1]: s.level for s in st.congestion.ports}["mlx5_0/1"] == "severe"
+            assert calm(st, before)
+            before = st
+    finally:
+        daemon.close()
+
+
 def test_a_first_tick_and_an_open_finding_are_not_calm(host: _Host) -> None:
     daemon = _daemon(host)
     try:

@@ -56,8 +56,13 @@ def longest_tick_s(interval_s: float, calm_interval_s: float) -> float:
 
 
 def _quiet(scores: Iterable[ScopeScore]) -> bool:
-    """No port with a congestion, pause or loss signal, a level above ok, or a storm."""
+    """No port with a congestion, pause or loss signal, a level above ok, or a storm. A port that is
+    down is skipped: its level is its being down (the scorer counts a down link as severe), which
+    says nothing new while it stays down (calm() compares every port's state with the last tick's),
+    and a host with an uncabled port would otherwise never be calm."""
     for s in scores:
+        if not s.up:
+            continue
         if s.level != "ok" or s.stormed:
             return False
         signals = s.signals
