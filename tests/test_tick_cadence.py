@@ -172,6 +172,25 @@ def test_what_a_calm_tick_is(host: _Host, change: Callable[[_Host], None], is_ca
         daemon.close()
 
 
+@pytest.mark.parametrize(
+    ("detect", "longest"),
+    [
+        ({}, 5.0),  # the defaults: the fast path reads pause between ticks
+        ({"fast_interval": 0.0}, 1.0),  # ticks are the only pause reads: every slot ticks
+        ({"fast_interval": 0.0, "enabled": False}, 5.0),  # no detection to delay
+    ],
+)
+def test_the_calm_cadence_needs_pause_read_between_ticks(
+    host: _Host, caplog: pytest.LogCaptureFixture, detect: dict[str, object], longest: float
+) -> None:
+    daemon = _daemon(host, detect=detect)
+    try:
+        assert daemon.longest_interval_s == longest
+        assert ("calm_interval 5 ignored" in caplog.text) is (longest == 1.0)
+    finally:
+        daemon.close()
+
+
 def test_a_port_down_since_start_leaves_the_host_calm(host: _Host) -> None:
     """An uncabled port is down from the first tick and scores severe (a down link); nothing about it
     changes, so the host is calm (it would never be, and every tick would run, on many real hosts)."""

@@ -132,7 +132,8 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         topology = TopologyService(cfg.topology, root, collector.host)
         topology.refresh()
     scorer = scorer_from_config(cfg.congestion)
-    detection = build_detection(cfg, collector, emulated, longest_tick_s(cfg.interval, cfg.calm_interval))
+    calm_interval = _calm_interval(cfg, collector)
+    detection = build_detection(cfg, collector, emulated, longest_tick_s(cfg.interval, calm_interval))
     daemon = Daemon(
         collector,
         cfg.interval,
@@ -141,9 +142,23 @@ def build_daemon(cfg: Config) -> tuple[Daemon, FabricChoice]:
         scorer=scorer,
         detection=detection,
         emulator_host=cfg.emulator.host_index,
-        calm_interval_s=cfg.calm_interval,
+        calm_interval_s=calm_interval,
     )
     return daemon, choice
+
+
+def _calm_interval(cfg: Config, collector: Sampler) -> float:
+    """``calm_interval``, or 0 when the ticks are the only PFC pause reads (ethtool statistics read,
+    detection on, the fast path off): passed slots would leave pause unseen for seconds."""
+    d = cfg.detect
+    if cfg.calm_interval > 0 and collector.ethtool is not None and d.enabled and d.fast_interval <= 0:
+        log.warning(
+            "calm_interval %g ignored: with [detect] fast_interval = 0 the ticks are the only PFC pause "
+            "reads, so every interval ticks",
+            cfg.calm_interval,
+        )
+        return 0.0
+    return cfg.calm_interval
 
 
 def serve(
