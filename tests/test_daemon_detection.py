@@ -15,7 +15,7 @@ from netd.commands.run import build_daemon
 from netd.config.settings import load_config
 from netd.daemon.loop import Daemon
 from netd.detect.fast_wait import wait_running_fast_path
-from netd.detect.service import build_detection, fast_path_gaps
+from netd.detect.wiring import build_detection, fast_path_gaps
 from netd.sources.collect import Sampler
 from tests.driven_wait import DrivenWait
 

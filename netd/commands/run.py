@@ -28,7 +28,7 @@ from netd.daemon.cadence import longest_tick_s
 from netd.daemon.limits import ensure_nofile
 from netd.daemon.loop import Daemon, Emulator
 from netd.daemon.stop import StopSignal
-from netd.detect.service import build_detection
+from netd.detect.wiring import build_detection
 from netd.emulated.child import EmulatorProcess
 from netd.emulated.fabric_host import EmulatedFabric, default_state_dir, emulated_host_of
 from netd.errors import NetdError

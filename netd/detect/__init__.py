@@ -14,6 +14,7 @@ __all__, __getattr__, __dir__ = public_face(
         "findings": ("AnomalyState", "Candidate", "Evidence", "Finding", "FindingEvent", "Scope", "Severity"),
         "inputs": ("DetectInput", "InputPath", "LinkChange", "PortInput", "PriorityCounters", "port_key"),
         "fast_wait": ("wait_running_fast_path",),
-        "service": ("Detection", "PfcReader", "build_detection", "log_line"),
+        "service": ("Detection", "PfcReader", "log_line"),
+        "wiring": ("build_detection",),
     },
 )
