@@ -4,7 +4,6 @@ and which slots the loop passes over, driven through its own wait on an injected
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from netd.config.settings import Config
 from netd.daemon.cadence import CALM_AFTER, CalmCadence, calm, longest_tick_s, slots_per_calm_tick
 from netd.daemon.loop import Daemon
 from netd.sources.ethtool_text import format_ethtool_text, parse_ethtool_text
+from tests.driven_wait import DrivenWait
 
 DEVICE, NETDEV = "mlx5_0", "ens1f0np0"
 
@@ -228,24 +228,6 @@ def test_a_first_tick_and_an_open_finding_are_not_calm(host: _Host) -> None:
         daemon.close()
 
 
-class _World(threading.Event):
-    """The loop's stop flag on a driven clock. A timed wait moves the clock and the host's counters
-    with it (``counters(t)``: the extra absolute values at time t); set once the clock reaches ``end``."""
-
-    def __init__(self, host: _Host, now: list[float], end: float, counters: Callable[[float], None]) -> None:
-        super().__init__()
-        self.host, self.now, self.end, self.counters = host, now, end, counters
-
-    def wait(self, timeout: float | None = None) -> bool:
-        before = self.now[0]
-        self.now[0] += timeout or 0.0
-        self.counters(self.now[0])
-        self.host.advance(self.now[0] - before)
-        if self.now[0] >= self.end:
-            self.set()
-        return self.is_set()
-
-
 def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
     host: _Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -277,11 +259,13 @@ def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
     real_tick, real_fast = daemon.tick, daemon.fast_tick
 
     published: dict[float, int] = {}  # tick -> passed slots the published state counted before it
+    opened: dict[float, int] = {}  # tick -> findings opened since start, before it
 
     def tick():  # type: ignore[no-untyped-def]
         ticks.append(round(now[0], 3))
         st = daemon.state()
         published[ticks[-1]] = -1 if st is None else st.health.passed
+        opened[ticks[-1]] = -1 if st is None or st.anomalies is None else sum(st.anomalies.totals.values())
         return real_tick()
 
     def fast_tick() -> None:
@@ -290,7 +274,8 @@ def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
 
     daemon.tick, daemon.fast_tick = tick, fast_tick  # type: ignore[method-assign]
     try:
-        daemon.run(_World(host, now, 50.5, counters))
+        # the tree's counters follow the driven clock (counters(t): the extra values at time t)
+        daemon.run(DrivenWait(now, end=50.5, moved=lambda t0, t1: (counters(t1), host.advance(t1 - t0))))
     finally:
         daemon.close()
     assert ticks == [
@@ -308,3 +293,5 @@ def test_the_loop_passes_calm_slots_and_ticks_every_slot_while_anything_happens(
     assert st.health.passed == len(passed) and st.health.skipped == 0 and st.health.late == 0
     assert all(float(s) in samples for s in passed)  # a fast sample at each passed slot
     assert published[9.0] == 2 and published[12.0] == 4  # the count is published at each passed slot
+    # calm ticks 3 s apart on a moving tree raise nothing: no finding before the first CE mark
+    assert opened[20.0] == 0 and st.anomalies is not None and sum(st.anomalies.totals.values()) > 0
